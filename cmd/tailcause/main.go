@@ -1,0 +1,101 @@
+// Command tailcause is the one binary of the project: every role is a
+// subcommand, and all wiring happens here (flags, environment, logger,
+// registries). It is the only place that calls os.Exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// env is what every subcommand receives from main: no globals.
+type env struct {
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
+	getenv func(string) string
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// commands is the subcommand table. Each entry lives in its own file.
+func commands() map[string]command {
+	return map[string]command{
+		"version": {"print the version", cmdVersion},
+	}
+}
+
+var version = "dev" // set by -ldflags at build time
+
+func cmdVersion(_ context.Context, e *env, _ []string) error {
+	fmt.Fprintln(e.stdout, "tailcause", version)
+	return nil
+}
+
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: tailcause <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	cmds := commands()
+	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stderr, cmds)
+		if len(args) < 1 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "tailcause: unknown command %q\n", args[0])
+		usage(e.stderr, cmds)
+		return 2
+	}
+	if err := c.run(ctx, e, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(e.stderr, "tailcause %s: %v\n", args[0], err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		getenv: os.Getenv,
+	}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,5 @@
+// Package schemas holds tailcause's contracts: the ClickHouse migrations
+// (rendered per server version), the Kafka topic list, the payload schemas
+// (v1 ranked culprits), and the default causal DAG. Stages meet only through
+// what is declared here. It imports nothing of the module.
+package schemas
