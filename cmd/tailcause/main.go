@@ -34,6 +34,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version": {"print the version", cmdVersion},
+		"migrate": {"apply the ClickHouse migrations (or --print the DDL for a server version)", cmdMigrate},
+		"enrich":  {"consume OTLP from Kafka, join requests with engine/GPU state, write ClickHouse", cmdEnrich},
 	}
 }
 

@@ -57,7 +57,9 @@ CREATE TABLE IF NOT EXISTS requests
     preemptions_age_ms     Float64,
     prefix_hit_ratio       Float64,
     prefix_age_ms          Float64,
-    arrival_rate_per_s     Float64,
+    engine_prompt_tps      Float64,
+    engine_gen_tps         Float64,
+    engine_tps_age_ms      Float64,
     sm_clock_min_mhz       Float64,
     sm_clock_norm_mhz      Float64,
     sm_clock_ratio         Float64,
@@ -105,8 +107,7 @@ CREATE TABLE IF NOT EXISTS token_stalls
     throttle_reasons UInt32,
     sm_clock_min_mhz Float64,
     xid_last         UInt32,
-    overlapping_prefills       UInt32,
-    overlapping_prefill_tokens Int64,
+    engine_prompt_tps Float64,
     events           Array(String)
 )
 ENGINE = ReplacingMergeTree

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tailcause/tailcause"
+
+var stages = []string{"ingest", "enrich", "causal", "query"}
+
+// stageOf returns the stage a module-relative directory belongs to, or "".
+func stageOf(rel string) string {
+	for _, s := range stages {
+		if rel == s || strings.HasPrefix(rel, s+"/") {
+			return s
+		}
+	}
+	return ""
+}
+
+// TestImportGraph enforces the layering of DESIGN.md: stages never import
+// each other, internal/ imports no stage, schemas/ imports nothing of the
+// module. Test files count too, except in cmd/ (the wiring).
+func TestImportGraph(t *testing.T) {
+	root := filepath.Join("..", "..")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if name == "testdata" || name == "bin" || (strings.HasPrefix(name, ".") && path != root) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		if rel == "cmd" || strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "deploy/") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		from := stageOf(rel)
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module+"/") {
+				continue
+			}
+			target := strings.TrimPrefix(p, module+"/")
+			checked++
+			switch to := stageOf(target); {
+			case rel == "schemas" || strings.HasPrefix(rel, "schemas/"):
+				t.Errorf("%s imports %s: schemas/ must import nothing of the module", path, p)
+			case strings.HasPrefix(rel, "internal/") && to != "":
+				t.Errorf("%s imports stage %s: internal/ is shared plumbing and imports no stage", path, p)
+			case from != "" && to != "" && to != from:
+				t.Errorf("%s (stage %s) imports stage %s: stages meet only through schemas/ topics and tables", path, from, to)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no module imports found: the walk is broken")
+	}
+}
+
+// TestEveryPackageHasDoc: a doc.go per package says what it owns.
+func TestEveryPackageHasDoc(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, dir := range []string{"ingest", "enrich", "enrich/normalize", "enrich/join", "causal", "schemas", "internal/chstore", "internal/kafkax", "internal/otlpkafka", "internal/testkit", "internal/faultlab"} {
+		if _, err := os.Stat(filepath.Join(root, dir)); err != nil {
+			continue // not every package exists at every stage of the project
+		}
+		if _, err := os.Stat(filepath.Join(root, dir, "doc.go")); err != nil {
+			t.Errorf("%s has no doc.go", dir)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package enrich
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tailcause/tailcause/enrich/join"
+	"github.com/tailcause/tailcause/schemas"
+)
+
+// Config is the enricher's configuration.
+type Config struct {
+	Brokers         []string
+	GroupID         string // consumer group of the span topic (the join)
+	SamplesGroupID  string // consumer group of the metric topic (raw samples to ClickHouse)
+	SpansTopic      string
+	MetricsTopic    string
+	DeadLetterTopic string
+	Encoding        string // otlp_proto (the Collector's default) or otlp_json
+
+	Join join.Config
+
+	BatchRows      int           // flush to ClickHouse at this many request rows
+	BatchWait      time.Duration // or when the oldest buffered row is this old
+	CommitInterval time.Duration // how often completed offsets are committed
+	// IdleFlush: when no input arrived for this long (wall clock), every
+	// pending request is emitted with what is known. It only matters at the
+	// end of a stream; while data flows, event time alone decides.
+	IdleFlush time.Duration
+	// MetricsLookback: the broadcast metric readers start this far (in
+	// record time) before the first span record fetched.
+	MetricsLookback time.Duration
+	// MetricsAhead: the metric readers pause when their event time runs this
+	// far ahead of the span stream (bounds the join state on replays).
+	MetricsAhead time.Duration
+	// RetryMax is the longest backoff between retries of a failed write.
+	RetryMax time.Duration
+}
+
+// DefaultConfig reads the Collector's default topics.
+func DefaultConfig() Config {
+	jc := join.DefaultConfig()
+	return Config{
+		Brokers:         []string{"127.0.0.1:9092"},
+		GroupID:         "tailcause-enrich",
+		SamplesGroupID:  "tailcause-samples",
+		SpansTopic:      schemas.TopicSpans,
+		MetricsTopic:    schemas.TopicMetrics,
+		DeadLetterTopic: schemas.TopicDeadLetter,
+		Encoding:        "otlp_proto",
+		Join:            jc,
+		BatchRows:       5000,
+		BatchWait:       time.Second,
+		CommitInterval:  time.Second,
+		IdleFlush:       5 * time.Second,
+		MetricsLookback: time.Hour,
+		MetricsAhead:    jc.MaxWait + 30*time.Second,
+		RetryMax:        5 * time.Second,
+	}
+}
+
+// Validate reports a configuration mistake.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("enrich: no Kafka brokers"))
+	}
+	if c.GroupID == "" || c.SamplesGroupID == "" || c.GroupID == c.SamplesGroupID {
+		errs = append(errs, errors.New("enrich: group ids must be set and differ"))
+	}
+	if c.SpansTopic == "" || c.MetricsTopic == "" || c.DeadLetterTopic == "" {
+		errs = append(errs, errors.New("enrich: topics must be set"))
+	}
+	if c.Encoding != "otlp_proto" && c.Encoding != "otlp_json" {
+		errs = append(errs, fmt.Errorf("enrich: encoding %q: want otlp_proto or otlp_json", c.Encoding))
+	}
+	if c.BatchRows < 1 || c.BatchWait <= 0 || c.CommitInterval <= 0 || c.IdleFlush <= 0 || c.RetryMax <= 0 {
+		errs = append(errs, errors.New("enrich: batch rows, batch wait, commit interval, idle flush and retry max must be positive"))
+	}
+	if c.MetricsAhead < c.Join.MaxWait {
+		errs = append(errs, fmt.Errorf("enrich: metrics ahead %s must be at least the join's max wait %s, or the join can stall", c.MetricsAhead, c.Join.MaxWait))
+	}
+	if err := c.Join.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,153 @@
+package join
+
+import (
+	"sort"
+
+	"github.com/tailcause/tailcause/enrich/normalize"
+)
+
+// hostState is everything known about one host (the join key): its engine
+// series and its GPUs' series.
+type hostState struct {
+	engines    map[string]*entitySeries // by engineKey
+	gpus       map[string]*entitySeries // by GPU UUID
+	familyTime map[normalize.Family]uint64
+	version    int // bumps when an engine or GPU appears: invalidates cached placements
+}
+
+type entitySeries struct {
+	model, engine, pod, instance, gpuIndex string
+	metrics                                map[normalize.Metric]*series
+}
+
+func newHostState() *hostState {
+	return &hostState{engines: map[string]*entitySeries{}, gpus: map[string]*entitySeries{}, familyTime: map[normalize.Family]uint64{}}
+}
+
+func engineKey(s *normalize.Sample) string {
+	id := s.Placement.Pod
+	if id == "" {
+		id = s.Placement.ServiceInstance
+	}
+	return s.Model + "\x00" + s.Placement.Engine + "\x00" + id
+}
+
+// add stores one sample (v is the level, or the delta for counters).
+func (h *hostState) add(s *normalize.Sample, v float64) bool {
+	var es *entitySeries
+	switch s.Family {
+	case normalize.FamilyGPU:
+		id := s.Placement.GPU
+		if id == "" {
+			id = "index:" + s.Placement.GPUIndex
+		}
+		es = h.gpus[id]
+		if es == nil {
+			es = &entitySeries{pod: s.Placement.Pod, gpuIndex: s.Placement.GPUIndex, metrics: map[normalize.Metric]*series{}}
+			h.gpus[id] = es
+			h.version++
+		} else if s.Placement.Pod != es.pod {
+			// The GPU changed hands (a new workload pod): re-resolve.
+			es.pod = s.Placement.Pod
+			h.version++
+		}
+	default:
+		k := engineKey(s)
+		es = h.engines[k]
+		if es == nil {
+			es = &entitySeries{model: s.Model, engine: s.Placement.Engine, pod: s.Placement.Pod, instance: s.Placement.ServiceInstance, metrics: map[normalize.Metric]*series{}}
+			h.engines[k] = es
+			h.version++
+		}
+	}
+	sr := es.metrics[s.Metric]
+	if sr == nil {
+		sr = &series{}
+		es.metrics[s.Metric] = sr
+	}
+	if !sr.add(s.TimeNs, v) {
+		return false
+	}
+	if s.TimeNs > h.familyTime[s.Family] {
+		h.familyTime[s.Family] = s.TimeNs
+	}
+	return true
+}
+
+// passed reports whether every metric family seen on the host has data at
+// or beyond t.
+func (h *hostState) passed(t uint64) bool {
+	for _, ft := range h.familyTime {
+		if ft < t {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *hostState) trim(cutoff uint64) {
+	for _, m := range []map[string]*entitySeries{h.engines, h.gpus} {
+		for _, es := range m {
+			for _, s := range es.metrics {
+				s.trim(cutoff)
+			}
+		}
+	}
+}
+
+// resolve maps a request to its engine series and GPUs on this host.
+//
+// Engine: the series of the request's model on the request's pod; else the
+// only series of that model on the host; else "ambiguous" (several engines
+// serve the model and nothing says which ran it) and no engine features.
+// GPUs: those whose DCGM pod label names the request's pod; else every GPU
+// of the host ("host": features aggregate over them, e.g. the minimum SM
+// clock), which is exact on single-engine hosts.
+func (h *hostState) resolve(r *normalize.Request) placementResult {
+	pr := placementResult{engineMatch: "none", gpuMatch: "none"}
+	var byModel, byPod []string
+	for k, es := range h.engines {
+		if r.Model != "" && es.model != r.Model {
+			continue
+		}
+		byModel = append(byModel, k)
+		if r.Placement.Pod != "" && es.pod == r.Placement.Pod {
+			byPod = append(byPod, k)
+		}
+	}
+	sort.Strings(byModel)
+	sort.Strings(byPod)
+	switch {
+	case len(byPod) == 1:
+		pr.engine, pr.engineMatch = byPod[0], "pod"
+	case len(byPod) > 1 && r.Placement.Engine != "":
+		for _, k := range byPod {
+			if h.engines[k].engine == r.Placement.Engine {
+				pr.engine, pr.engineMatch = k, "pod"
+			}
+		}
+		if pr.engine == "" {
+			pr.engineMatch = "ambiguous"
+		}
+	case len(byPod) == 0 && len(byModel) == 1:
+		pr.engine, pr.engineMatch = byModel[0], "model"
+	case len(byModel) > 1:
+		pr.engineMatch = "ambiguous"
+	}
+	var onPod, all []string
+	for id, g := range h.gpus {
+		all = append(all, id)
+		if r.Placement.Pod != "" && g.pod == r.Placement.Pod {
+			onPod = append(onPod, id)
+		}
+	}
+	sort.Strings(onPod)
+	sort.Strings(all)
+	switch {
+	case len(onPod) > 0:
+		pr.gpus, pr.gpuMatch = onPod, "pod"
+	case len(all) > 0:
+		pr.gpus, pr.gpuMatch = all, "host"
+	}
+	return pr
+}

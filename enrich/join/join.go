@@ -1,0 +1,492 @@
+package join
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/tailcause/tailcause/enrich/normalize"
+)
+
+// Config bounds the join.
+type Config struct {
+	// Retention is how far behind the stream time samples are kept.
+	Retention time.Duration
+	// MaxSampleAge: an as-of sample older than this describes nothing.
+	MaxSampleAge time.Duration
+	// MaxWait: a request is emitted at the latest when the stream time has
+	// passed its end by this much, whether its host's metrics arrived or not.
+	MaxWait time.Duration
+	// StepGrace: per-step spans of a request may arrive this long (in span
+	// event time) after the request span itself.
+	StepGrace time.Duration
+	// StallFactor and StallMin: an inter-token gap is a stall when it is
+	// longer than both StallFactor × the request's median gap and StallMin.
+	StallFactor float64
+	StallMin    time.Duration
+	// MaxPending bounds buffered requests; past it the oldest are emitted
+	// early (counted as forced).
+	MaxPending int
+	// MaxTraces bounds buffered step traces.
+	MaxTraces int
+	// PlacementCacheCost bounds the placement lookup cache (entries).
+	PlacementCacheCost int64
+	// MaxCounterSeries bounds the counter-delta tracker.
+	MaxCounterSeries int
+}
+
+// DefaultConfig suits dcgm-exporter's 30 s and engines' 10–15 s scrapes.
+func DefaultConfig() Config {
+	return Config{
+		Retention:          15 * time.Minute,
+		MaxSampleAge:       95 * time.Second,
+		MaxWait:            2 * time.Minute,
+		StepGrace:          5 * time.Second,
+		StallFactor:        4,
+		StallMin:           250 * time.Millisecond,
+		MaxPending:         200_000,
+		MaxTraces:          200_000,
+		PlacementCacheCost: 100_000,
+		MaxCounterSeries:   100_000,
+	}
+}
+
+// Validate reports a configuration mistake.
+func (c Config) Validate() error {
+	switch {
+	case c.Retention <= 0 || c.MaxSampleAge <= 0 || c.MaxWait <= 0 || c.StepGrace < 0:
+		return fmt.Errorf("join: retention, max sample age and max wait must be positive")
+	case c.MaxWait > c.Retention:
+		return fmt.Errorf("join: max wait %s exceeds retention %s: samples a request needs would be gone", c.MaxWait, c.Retention)
+	case c.StallFactor < 1 || c.StallMin <= 0:
+		return fmt.Errorf("join: stall factor must be >= 1 and stall min positive")
+	case c.MaxPending < 1 || c.MaxTraces < 1 || c.PlacementCacheCost < 1 || c.MaxCounterSeries < 1:
+		return fmt.Errorf("join: bounds must be positive")
+	}
+	return nil
+}
+
+// Ref identifies the Kafka record an input came from, so the caller can
+// commit offsets only once everything from a record has been written.
+type Ref struct {
+	Partition int
+	Offset    int64
+}
+
+// Output is one joined request with its stall intervals. Done lists the
+// records whose last held input this output consumed: once the output (and
+// every output before it) is durably written, their offsets may be
+// committed.
+type Output struct {
+	Row    Row
+	Stalls []Stall
+	Done   []Ref
+}
+
+// Stats counts what the join did; all counters are cumulative.
+type Stats struct {
+	Requests, Emitted, ForcedByWait, ForcedByCapacity, Flushed int64
+	Steps, OrphanSteps, LateSteps, DuplicateRequests           int64
+	Samples, DuplicateSamples, TooOldSamples                   int64
+	Pending, Traces, EngineSeries, GPUSeries                   int
+}
+
+type pendingReq struct {
+	req  normalize.Request
+	ref  Ref
+	host string
+}
+
+type reqHeap []*pendingReq
+
+func (h reqHeap) Len() int { return len(h) }
+func (h reqHeap) Less(i, j int) bool {
+	if h[i].req.EndNs != h[j].req.EndNs {
+		return h[i].req.EndNs < h[j].req.EndNs
+	}
+	return h[i].req.UID < h[j].req.UID
+}
+func (h reqHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *reqHeap) Push(x any)   { *h = append(*h, x.(*pendingReq)) }
+func (h *reqHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type traceBuf struct {
+	steps    []normalize.Step
+	refs     []Ref
+	pending  int    // requests of this trace not yet emitted
+	emitted  int    // requests of this trace already emitted
+	lastSeen uint64 // span event time of the newest input
+}
+
+// Joiner is the join state. Not safe for concurrent use.
+type Joiner struct {
+	cfg       Config
+	hosts     map[string]*hostState
+	pending   map[string]*reqHeap // by host
+	npending  int
+	seen      map[string]uint64 // request UIDs pending or recently emitted → end time
+	holds     map[Ref]int       // inputs still buffered, per record
+	traces    map[string]*traceBuf
+	counters  *normalize.Counters
+	cache     *ristretto.Cache[string, placementResult]
+	spanTime  uint64 // newest request end seen
+	metricMax uint64 // newest sample time seen
+	released  []Ref
+	stats     Stats
+}
+
+// New builds a Joiner.
+func New(cfg Config) (*Joiner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cache, err := ristretto.NewCache(&ristretto.Config[string, placementResult]{
+		NumCounters: cfg.PlacementCacheCost * 10,
+		MaxCost:     cfg.PlacementCacheCost,
+		BufferItems: 64,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build placement cache: %w", err)
+	}
+	return &Joiner{
+		cfg:      cfg,
+		hosts:    map[string]*hostState{},
+		pending:  map[string]*reqHeap{},
+		seen:     map[string]uint64{},
+		holds:    map[Ref]int{},
+		traces:   map[string]*traceBuf{},
+		counters: normalize.NewCounters(cfg.MaxCounterSeries),
+		cache:    cache,
+	}, nil
+}
+
+// Close releases the placement cache's goroutines.
+func (j *Joiner) Close() { j.cache.Close() }
+
+// StreamTime is the newest event time seen on any input.
+func (j *Joiner) StreamTime() uint64 { return max(j.spanTime, j.metricMax) }
+
+// SpanTime is the newest request end time seen.
+func (j *Joiner) SpanTime() uint64 { return j.spanTime }
+
+// MetricTime is the newest sample time seen.
+func (j *Joiner) MetricTime() uint64 { return j.metricMax }
+
+// Pending is the number of buffered requests.
+func (j *Joiner) Pending() int { return j.npending }
+
+// Stats returns the counters.
+func (j *Joiner) Stats() Stats {
+	s := j.stats
+	s.Pending = j.npending
+	s.Traces = len(j.traces)
+	for _, h := range j.hosts {
+		s.EngineSeries += len(h.engines)
+		s.GPUSeries += len(h.gpus)
+	}
+	return s
+}
+
+func (j *Joiner) host(name string) *hostState {
+	h := j.hosts[name]
+	if h == nil {
+		h = newHostState()
+		j.hosts[name] = h
+	}
+	return h
+}
+
+// AddSamples adds metric samples to the per-host state.
+func (j *Joiner) AddSamples(samples []normalize.Sample) {
+	cutoff := j.cutoff()
+	for i := range samples {
+		s := &samples[i]
+		j.stats.Samples++
+		if s.TimeNs < cutoff {
+			j.stats.TooOldSamples++
+			continue
+		}
+		v := s.Value
+		if s.Kind == normalize.Cumulative {
+			// Counters are stored as deltas; the first point of a series
+			// (no delta yet) opens the interval with a zero.
+			d, _, ok := j.counters.Observe(*s)
+			if !ok {
+				d = 0
+			}
+			v = d
+		}
+		h := j.host(s.Placement.Host)
+		if !h.add(s, v) {
+			j.stats.DuplicateSamples++
+			continue
+		}
+		if s.TimeNs > j.metricMax {
+			j.metricMax = s.TimeNs
+		}
+	}
+}
+
+// AddSpans adds the requests and steps of one record.
+func (j *Joiner) AddSpans(b *normalize.Batch, ref Ref) {
+	held := false
+	for i := range b.Requests {
+		r := b.Requests[i]
+		j.stats.Requests++
+		if _, dup := j.seen[r.UID]; dup {
+			j.stats.DuplicateRequests++
+			continue
+		}
+		j.seen[r.UID] = r.EndNs
+		host := r.Placement.Host
+		hp := j.pending[host]
+		if hp == nil {
+			hp = &reqHeap{}
+			j.pending[host] = hp
+		}
+		heap.Push(hp, &pendingReq{req: r, ref: ref, host: host})
+		j.npending++
+		j.holds[ref]++
+		held = true
+		if r.EndNs > j.spanTime {
+			j.spanTime = r.EndNs
+		}
+		tb := j.trace(r.TraceID)
+		tb.pending++
+		if r.EndNs > tb.lastSeen {
+			tb.lastSeen = r.EndNs
+		}
+	}
+	for i := range b.Steps {
+		st := b.Steps[i]
+		j.stats.Steps++
+		tb := j.trace(st.TraceID)
+		if tb.pending == 0 && tb.emitted > 0 {
+			j.stats.LateSteps++
+			continue
+		}
+		tb.steps = append(tb.steps, st)
+		if len(tb.refs) == 0 || tb.refs[len(tb.refs)-1] != ref {
+			tb.refs = append(tb.refs, ref)
+			j.holds[ref]++
+		}
+		held = true
+		if st.EndNs > tb.lastSeen {
+			tb.lastSeen = st.EndNs
+		}
+	}
+	if !held {
+		j.released = append(j.released, ref)
+	}
+}
+
+func (j *Joiner) trace(id string) *traceBuf {
+	tb := j.traces[id]
+	if tb == nil {
+		tb = &traceBuf{}
+		j.traces[id] = tb
+	}
+	return tb
+}
+
+func (j *Joiner) cutoff() uint64 {
+	st := j.StreamTime()
+	r := uint64(j.cfg.Retention)
+	if st < r {
+		return 0
+	}
+	return st - r
+}
+
+// Released returns (and forgets) the refs of records that hold nothing any
+// more without having produced an output: records with only duplicates or
+// orphaned steps. Their offsets may be committed.
+func (j *Joiner) Released() []Ref {
+	r := j.released
+	j.released = nil
+	return r
+}
+
+// ready reports whether a request can be emitted: the metric streams of
+// its host have passed its end, and the span stream has passed its end by
+// the step grace; or the stream time has passed its end by MaxWait.
+func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
+	end := p.req.EndNs
+	if j.StreamTime() >= end+uint64(j.cfg.MaxWait) {
+		h := j.hosts[p.host]
+		return true, h == nil || !h.passed(end)
+	}
+	if j.spanTime < end+uint64(j.cfg.StepGrace) {
+		return false, false
+	}
+	h := j.hosts[p.host]
+	if h == nil {
+		return false, false // no metrics for this host yet: wait up to MaxWait
+	}
+	return h.passed(end), false
+}
+
+// Emit returns the requests that are ready, joined. With flush, every
+// pending request is emitted (end of input, shutdown, idle streams).
+func (j *Joiner) Emit(flush bool) []Output {
+	var out []Output
+	hosts := make([]string, 0, len(j.pending))
+	for h := range j.pending {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, host := range hosts {
+		hp := j.pending[host]
+		for hp.Len() > 0 {
+			p := (*hp)[0]
+			ok, forced := j.ready(p)
+			if !ok && !flush {
+				break
+			}
+			heap.Pop(hp)
+			j.npending--
+			switch {
+			case flush && !ok:
+				j.stats.Flushed++
+			case forced:
+				j.stats.ForcedByWait++
+			}
+			out = append(out, j.build(p))
+		}
+		if hp.Len() == 0 {
+			delete(j.pending, host)
+		}
+	}
+	for j.npending > j.cfg.MaxPending {
+		out = append(out, j.popOldest())
+		j.stats.ForcedByCapacity++
+	}
+	j.gc()
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Row.EndNs != out[b].Row.EndNs {
+			return out[a].Row.EndNs < out[b].Row.EndNs
+		}
+		return out[a].Row.UID < out[b].Row.UID
+	})
+	j.stats.Emitted += int64(len(out))
+	return out
+}
+
+func (j *Joiner) popOldest() Output {
+	var best string
+	for h, hp := range j.pending {
+		if best == "" || (*hp)[0].req.EndNs < (*j.pending[best])[0].req.EndNs || ((*hp)[0].req.EndNs == (*j.pending[best])[0].req.EndNs && h < best) {
+			best = h
+		}
+	}
+	hp := j.pending[best]
+	p := heap.Pop(hp).(*pendingReq)
+	j.npending--
+	if hp.Len() == 0 {
+		delete(j.pending, best)
+	}
+	return j.build(p)
+}
+
+// gc trims samples behind the retention, forgets old request ids, and
+// drops step traces that never met their request.
+func (j *Joiner) gc() {
+	cutoff := j.cutoff()
+	for _, h := range j.hosts {
+		h.trim(cutoff)
+	}
+	for uid, end := range j.seen {
+		if end < cutoff {
+			delete(j.seen, uid)
+		}
+	}
+	wait := uint64(j.cfg.MaxWait)
+	st := j.StreamTime()
+	for id, tb := range j.traces {
+		if tb.pending > 0 {
+			continue
+		}
+		if tb.lastSeen+wait <= st || len(j.traces) > j.cfg.MaxTraces {
+			if len(tb.steps) > 0 && tb.emitted == 0 {
+				j.stats.OrphanSteps += int64(len(tb.steps))
+			}
+			j.released = j.drop(j.released, tb.refs...)
+			delete(j.traces, id)
+		}
+	}
+}
+
+// drop releases one hold on each ref and appends those that are free to dst.
+func (j *Joiner) drop(dst []Ref, refs ...Ref) []Ref {
+	for _, r := range refs {
+		j.holds[r]--
+		if j.holds[r] <= 0 {
+			delete(j.holds, r)
+			dst = append(dst, r)
+		}
+	}
+	return dst
+}
+
+// takeSteps hands the request the steps of its trace that belong to it.
+func (j *Joiner) takeSteps(r *normalize.Request) ([]normalize.Step, []Ref) {
+	tb := j.traces[r.TraceID]
+	if tb == nil {
+		return nil, nil
+	}
+	tb.pending--
+	tb.emitted++
+	var mine, rest []normalize.Step
+	for _, st := range tb.steps {
+		switch {
+		case st.RequestSpanID == r.SpanID:
+			mine = append(mine, st)
+		case st.RequestSpanID == "" && (tb.pending == 0 || (st.EndNs >= r.StartNs && st.EndNs <= r.EndNs)):
+			mine = append(mine, st)
+		default:
+			rest = append(rest, st)
+		}
+	}
+	tb.steps = rest
+	var refs []Ref
+	if tb.pending == 0 {
+		refs = tb.refs
+		tb.refs = nil
+		if len(rest) > 0 {
+			j.stats.OrphanSteps += int64(len(rest))
+			tb.steps = nil
+		}
+	}
+	return mine, refs
+}
+
+// placementResult is what a request's placement resolves to on its host.
+type placementResult struct {
+	engine      string   // engine series key, "" when none
+	engineMatch string   // "pod", "model", "ambiguous", "none"
+	gpus        []string // GPU UUIDs
+	gpuMatch    string   // "pod", "host", "none"
+}
+
+func (j *Joiner) resolve(r *normalize.Request, h *hostState) placementResult {
+	key := strings.Join([]string{r.Placement.Host, r.Placement.Pod, r.Model, r.Placement.Engine, fmt.Sprint(h.version)}, "\x00")
+	if pr, ok := j.cache.Get(key); ok {
+		return pr
+	}
+	pr := h.resolve(r)
+	j.cache.Set(key, pr, 1)
+	return pr
+}
+
+// Mismatch-safe helpers.
+func nan() float64 { return math.NaN() }

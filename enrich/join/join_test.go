@@ -1,0 +1,245 @@
+package join
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tailcause/tailcause/enrich/normalize"
+)
+
+const sec = uint64(time.Second)
+
+func base() uint64 { return uint64(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).UnixNano()) }
+
+func engineSample(m normalize.Metric, kind normalize.SampleKind, t uint64, v float64) normalize.Sample {
+	return normalize.Sample{Family: normalize.FamilyEngine, Metric: m, Kind: kind, Model: "llama-3-8b",
+		Placement: normalize.Placement{Host: "node-1", Pod: "vllm-0", Engine: "0"}, TimeNs: t, StartNs: base() - 100*sec, Value: v}
+}
+
+func gpuSample(m normalize.Metric, t uint64, v float64) normalize.Sample {
+	return normalize.Sample{Family: normalize.FamilyGPU, Metric: m, Kind: normalize.Gauge,
+		Placement: normalize.Placement{Host: "node-1", Pod: "vllm-0", GPU: "GPU-aaaa", GPUIndex: "0"}, TimeNs: t, Value: v}
+}
+
+func request(uid string, start, end uint64) normalize.Request {
+	return normalize.Request{UID: uid, TraceID: uid, SpanID: "01", Source: normalize.SourceVLLM, Service: "vllm", Model: "llama-3-8b",
+		Placement: normalize.Placement{Host: "node-1", Pod: "vllm-0"}, StartNs: start, EndNs: end,
+		E2EMs: float64(end-start) / 1e6, TTFTMs: 200, QueueMs: 20, PrefillMs: 180, DecodeMs: float64(end-start)/1e6 - 200,
+		InferenceMs: math.NaN(), KVTransferMs: math.NaN(), PromptTokens: 1000, CompletionTokens: 101, CachedTokens: -1, MaxTokens: -1,
+		TimelineSource: normalize.TimelineAggregate}
+}
+
+func near(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.IsNaN(want) {
+		if !math.IsNaN(got) {
+			t.Errorf("%s = %v, want NaN", name, got)
+		}
+		return
+	}
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
+func newJoiner(t *testing.T) *Joiner {
+	t.Helper()
+	j, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	return j
+}
+
+func TestJoinFeaturesAndStaleness(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	var ss []normalize.Sample
+	for i, v := range []struct{ run, wait, kv, pre, hits, queries float64 }{
+		{4, 0, 0.50, 10, 100, 1000}, // t=0
+		{6, 2, 0.70, 10, 300, 2000}, // t=10
+		{8, 5, 0.97, 15, 400, 3000}, // t=20
+		{3, 0, 0.60, 15, 900, 4000}, // t=30
+	} {
+		ts := b + uint64(i)*10*sec
+		ss = append(ss,
+			engineSample(normalize.MetricRunning, normalize.Gauge, ts, v.run),
+			engineSample(normalize.MetricWaiting, normalize.Gauge, ts, v.wait),
+			engineSample(normalize.MetricKVUsage, normalize.Gauge, ts, v.kv),
+			engineSample(normalize.MetricPreemptions, normalize.Cumulative, ts, v.pre),
+			engineSample(normalize.MetricPrefixHits, normalize.Cumulative, ts, v.hits),
+			engineSample(normalize.MetricPrefixQueries, normalize.Cumulative, ts, v.queries),
+		)
+	}
+	ss = append(ss,
+		gpuSample(normalize.MetricSMClock, b, 1980), gpuSample(normalize.MetricClockReasons, b, 0),
+		gpuSample(normalize.MetricSMClock, b+15*sec, 1200), gpuSample(normalize.MetricClockReasons, b+15*sec, float64(normalize.ThrottleSWThermal)),
+		gpuSample(normalize.MetricGPUTemp, b, 70), gpuSample(normalize.MetricGPUTemp, b+15*sec, 88),
+		gpuSample(normalize.MetricSMClock, b+30*sec, 1980), gpuSample(normalize.MetricClockReasons, b+30*sec, 0),
+	)
+	j.AddSamples(ss)
+	req := request("aaaa", b+12*sec, b+25*sec)
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{req}}, Ref{Partition: 2, Offset: 7})
+	if out := j.Emit(false); len(out) != 0 {
+		t.Fatalf("emitted before the span stream passed the step grace: %d rows", len(out))
+	}
+	// A later request moves span time past end + grace.
+	later := request("bbbb", b+26*sec, b+31*sec)
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{later}}, Ref{Partition: 2, Offset: 8})
+	out := j.Emit(false)
+	if len(out) != 1 {
+		t.Fatalf("got %d outputs, want 1 (the first request)", len(out))
+	}
+	r := out[0].Row
+	if r.UID != "aaaa" || r.EngineMatch != "pod" || r.GPUMatch != "pod" || r.Engine != "0" || r.GPU != "GPU-aaaa" {
+		t.Fatalf("identity/placement: %+v", r)
+	}
+	near(t, "running_at_arrival", r.RunningAtArrival, 6)
+	near(t, "running_age_ms", r.RunningAgeMs, 2000)
+	near(t, "waiting_at_arrival", r.WaitingAtArrival, 2)
+	near(t, "kv_usage_at_arrival", r.KVUsageAtArrival, 0.70)
+	near(t, "kv_usage_max", r.KVUsageMax, 0.97)
+	near(t, "kv_usage_age_ms", r.KVUsageAgeMs, 2000)
+	// Intervals (10,20] (+5 preemptions) and (20,30] (+0) overlap [12,25].
+	near(t, "preemptions_during", r.PreemptionsDuring, 5)
+	near(t, "preemptions_age_ms", r.PreemptAgeMs, 0)
+	// Prefix: hits 100+500 over queries 1000+1000.
+	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 600.0/2000.0)
+	near(t, "sm_clock_min", r.SMClockMinMHz, 1200)
+	near(t, "sm_clock_norm", r.SMClockNormMHz, 1980)
+	near(t, "sm_clock_ratio", r.SMClockRatio, 1200.0/1980.0)
+	near(t, "sm_clock_age_ms", r.SMClockAgeMs, 12000)
+	near(t, "gpu_temp_max", r.GPUTempMaxC, 88)
+	if r.ThrottleReasons != normalize.ThrottleSWThermal {
+		t.Errorf("throttle reasons = %#x", r.ThrottleReasons)
+	}
+	near(t, "dram (no samples)", r.DRAMActiveMax, math.NaN())
+	near(t, "tpot", r.TPOTMs, (13000.0-200)/100)
+	if r.TimelineSource != "aggregate" || r.KafkaPartition != 2 || r.KafkaOffset != 7 {
+		t.Errorf("timeline/kafka: %q %d %d", r.TimelineSource, r.KafkaPartition, r.KafkaOffset)
+	}
+	if len(out[0].Done) != 1 || out[0].Done[0] != (Ref{2, 7}) {
+		t.Errorf("done refs = %v", out[0].Done)
+	}
+}
+
+func TestJoinWaitsForGPUWatermarkThenForcesAfterMaxWait(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	j.AddSamples([]normalize.Sample{
+		engineSample(normalize.MetricRunning, normalize.Gauge, b, 1),
+		engineSample(normalize.MetricRunning, normalize.Gauge, b+60*sec, 1),
+		gpuSample(normalize.MetricSMClock, b, 1980), // DCGM then goes silent
+	})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r1", b+5*sec, b+10*sec)}}, Ref{0, 1})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r2", b+40*sec, b+50*sec)}}, Ref{0, 2})
+	if out := j.Emit(false); len(out) != 0 {
+		t.Fatalf("emitted %d while the GPU stream is behind", len(out))
+	}
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r3", b+125*sec, b+131*sec)}}, Ref{0, 3})
+	out := j.Emit(false)
+	if len(out) != 1 || out[0].Row.UID != "r1" {
+		t.Fatalf("want r1 forced after max wait, got %d", len(out))
+	}
+	if s := j.Stats(); s.ForcedByWait != 1 {
+		t.Errorf("forced by wait = %d", s.ForcedByWait)
+	}
+	out = j.Emit(true)
+	if len(out) != 2 {
+		t.Fatalf("flush emitted %d, want 2", len(out))
+	}
+}
+
+func TestJoinDuplicateRequestIsReleased(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	r := request("dup", b, b+sec)
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{r}}, Ref{0, 1})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{r}}, Ref{0, 2})
+	if got := j.Released(); len(got) != 1 || got[0] != (Ref{0, 2}) {
+		t.Fatalf("released = %v, want the duplicate's record", got)
+	}
+	out := j.Emit(true)
+	if len(out) != 1 || j.Stats().DuplicateRequests != 1 {
+		t.Fatalf("outputs %d, duplicates %d", len(out), j.Stats().DuplicateRequests)
+	}
+}
+
+func TestJoinStepTimelineAndStalls(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	j.AddSamples([]normalize.Sample{
+		engineSample(normalize.MetricPreemptions, normalize.Cumulative, b, 0),
+		engineSample(normalize.MetricPreemptions, normalize.Cumulative, b+10*sec, 2),
+		engineSample(normalize.MetricKVUsage, normalize.Gauge, b, 0.99),
+		engineSample(normalize.MetricKVUsage, normalize.Gauge, b+10*sec, 0.99),
+		gpuSample(normalize.MetricSMClock, b, 1980), gpuSample(normalize.MetricSMClock, b+10*sec, 1980),
+	})
+	req := request("s1", b+sec, b+sec+1200*uint64(time.Millisecond))
+	req.Source = normalize.SourceSGLang
+	req.TTFTMs = 100
+	var steps []normalize.Step
+	// Tokens every 20 ms after the first, with one 500 ms stall after token 10
+	// (a retract during it).
+	tok := req.StartNs + 100*uint64(time.Millisecond)
+	for i := 0; i < 20; i++ {
+		if i == 10 {
+			steps = append(steps, normalize.Step{TraceID: "s1", Kind: normalize.StepRetract, StartNs: tok + 100*uint64(time.Millisecond), EndNs: tok + 100*uint64(time.Millisecond)})
+			tok += 500 * uint64(time.Millisecond)
+		} else {
+			tok += 20 * uint64(time.Millisecond)
+		}
+		steps = append(steps, normalize.Step{TraceID: "s1", Kind: normalize.StepDecode, StartNs: tok - uint64(time.Millisecond), EndNs: tok, Tokens: 1})
+	}
+	j.AddSpans(&normalize.Batch{Steps: steps[:10]}, Ref{1, 1})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{req}, Steps: steps[10:]}, Ref{1, 2})
+	out := j.Emit(true)
+	if len(out) != 1 {
+		t.Fatalf("outputs %d", len(out))
+	}
+	r := out[0].Row
+	if r.TimelineSource != "steps" || r.StallCount != 1 || r.Retracts != 1 {
+		t.Fatalf("timeline %q stalls %d retracts %d", r.TimelineSource, r.StallCount, r.Retracts)
+	}
+	near(t, "itl_p50", r.ITLP50Ms, 20)
+	near(t, "itl_max", r.ITLMaxMs, 500)
+	near(t, "stall_ms", r.StallMs, 500)
+	st := out[0].Stalls[0]
+	if st.TokenIndex != 11 || st.Retracts != 1 || st.KVUsageMax != 0.99 {
+		t.Fatalf("stall: %+v", st)
+	}
+	want := map[string]bool{"retract": true, "preemption": true, "kv_cache_full": true}
+	for _, e := range st.Events {
+		delete(want, e)
+	}
+	if len(want) != 0 {
+		t.Errorf("stall events %v miss %v", st.Events, want)
+	}
+	if len(out[0].Done) != 2 {
+		t.Errorf("done refs %v, want both records", out[0].Done)
+	}
+}
+
+func TestJoinOrphanStepsReleased(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	j.AddSpans(&normalize.Batch{Steps: []normalize.Step{{TraceID: "orphan", Kind: normalize.StepDecode, StartNs: b, EndNs: b + 1}}}, Ref{3, 9})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("late", b+200*sec, b+201*sec)}}, Ref{3, 10})
+	j.Emit(false)
+	if got := j.Released(); len(got) != 1 || got[0] != (Ref{3, 9}) {
+		t.Fatalf("released %v, want the orphan's record", got)
+	}
+	if j.Stats().OrphanSteps != 1 {
+		t.Errorf("orphans = %d", j.Stats().OrphanSteps)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxWait = c.Retention + time.Second
+	if err := c.Validate(); err == nil {
+		t.Fatal("max wait beyond retention accepted")
+	}
+}

@@ -1,0 +1,567 @@
+package enrich
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/tailcause/tailcause/enrich/join"
+	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore"
+)
+
+// RowWriter writes rows durably; chstore.Store is the real one.
+type RowWriter interface {
+	Insert(ctx context.Context, t chstore.Table, rows [][]any) error
+}
+
+// Counters are the enricher's cumulative counts (exposed as metrics).
+type Counters struct {
+	SpanRecords, MetricRecords, SampleRecords atomic.Int64
+	Requests, Stalls, Samples                 atomic.Int64
+	Rejected, DeadLettered                    atomic.Int64
+	InsertRetries, InsertFailures             atomic.Int64
+	Commits                                   atomic.Int64
+	UnknownMetrics, IgnoredSpans              atomic.Int64
+}
+
+// Pipeline is the enricher.
+type Pipeline struct {
+	cfg    Config
+	store  RowWriter
+	log    *slog.Logger
+	now    func() time.Time
+	C      Counters
+	joinMu sync.Mutex // guards joinStats snapshot
+	jstats join.Stats
+}
+
+// New builds a pipeline.
+func New(cfg Config, store RowWriter, log *slog.Logger) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}, nil
+}
+
+// JoinStats is the latest snapshot of the join's counters.
+func (p *Pipeline) JoinStats() join.Stats {
+	p.joinMu.Lock()
+	defer p.joinMu.Unlock()
+	return p.jstats
+}
+
+type spanRec struct {
+	msg   kafka.Message
+	batch normalize.Batch
+	err   error
+}
+
+type sinkItem struct {
+	outs    []join.Output
+	rejects [][]any
+	dlq     []kafka.Message
+	done    []join.Ref
+}
+
+// Run consumes until ctx is cancelled. On return everything written has
+// been committed; what was pending is re-read by the next run.
+func (p *Pipeline) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- p.runSpans(ctx) }()
+	go func() { defer wg.Done(); errc <- p.runSamples(ctx) }()
+	var first error
+	go func() { wg.Wait(); close(errc) }()
+	for err := range errc {
+		if err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
+	td, err := normalize.DecodeTraces(b, normalize.Encoding(p.cfg.Encoding))
+	if err != nil {
+		return normalize.Batch{}, err
+	}
+	return normalize.Traces(td), nil
+}
+
+func (p *Pipeline) decodeMetrics(b []byte) (normalize.Batch, error) {
+	md, err := normalize.DecodeMetrics(b, normalize.Encoding(p.cfg.Encoding))
+	if err != nil {
+		return normalize.Batch{}, err
+	}
+	return normalize.Metrics(md), nil
+}
+
+// runSpans is the join path: span consumer group, broadcast metric readers,
+// the join, the ClickHouse sink and the committer.
+func (p *Pipeline) runSpans(ctx context.Context) error {
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:          p.cfg.Brokers,
+		GroupID:          p.cfg.GroupID,
+		Topic:            p.cfg.SpansTopic,
+		MinBytes:         1,
+		MaxBytes:         16 << 20,
+		MaxWait:          250 * time.Millisecond,
+		StartOffset:      kafka.FirstOffset,
+		CommitInterval:   0, // synchronous commits of what the tracker allows
+		ReadBackoffMin:   50 * time.Millisecond,
+		ReadBackoffMax:   time.Second,
+		SessionTimeout:   10 * time.Second,
+		RebalanceTimeout: 10 * time.Second,
+		ErrorLogger:      kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug("kafka reader: " + fmt.Sprintf(f, a...)) }),
+	})
+	defer reader.Close()
+	dlq := p.dlqWriter()
+	defer dlq.Close()
+
+	spanIn := make(chan spanRec, 64)
+	metricIn := make(chan []normalize.Sample, 64)
+	sinkIn := make(chan sinkItem, 16)
+	tracker := &lockedTracker{t: newOffsetTracker()}
+
+	var wg sync.WaitGroup
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	startMetrics := make(chan time.Time, 1)
+
+	wg.Add(1)
+	go func() { // span fetcher: decode in parallel with the join
+		defer wg.Done()
+		for {
+			m, err := reader.FetchMessage(fetchCtx)
+			if err != nil {
+				if fetchCtx.Err() != nil {
+					return
+				}
+				p.log.Warn("fetch span record", "err", err)
+				sleepCtx(fetchCtx, time.Second)
+				continue
+			}
+			p.C.SpanRecords.Add(1)
+			b, derr := p.decodeTraces(m.Value)
+			select {
+			case spanIn <- spanRec{msg: m, batch: b, err: derr}:
+			case <-fetchCtx.Done():
+				return
+			}
+			select {
+			case startMetrics <- m.Time:
+			default:
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // broadcast metric readers, started at the first span's time
+		defer wg.Done()
+		var t0 time.Time
+		select {
+		case t0 = <-startMetrics:
+		case <-fetchCtx.Done():
+			return
+		}
+		p.broadcastMetrics(fetchCtx, t0.Add(-p.cfg.MetricsLookback), metricIn)
+	}()
+
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- p.sink(ctx, sinkIn, dlq, tracker, reader) }()
+
+	joinErr := p.joinLoop(ctx, spanIn, metricIn, sinkIn, tracker)
+	stopFetch()
+	close(sinkIn)
+	wg.Wait()
+	serr := <-sinkDone
+	if joinErr != nil {
+		return joinErr
+	}
+	return serr
+}
+
+func (p *Pipeline) dlqWriter() *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(p.cfg.Brokers...),
+		Topic:        p.cfg.DeadLetterTopic,
+		RequiredAcks: kafka.RequireAll,
+		Balancer:     &kafka.Hash{},
+		BatchTimeout: 10 * time.Millisecond,
+		WriteTimeout: 10 * time.Second,
+	}
+}
+
+// broadcastMetrics reads every partition of the metric topic (no group:
+// every enricher instance sees every sample) from time `from`.
+func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, out chan<- []normalize.Sample) {
+	var parts []kafka.Partition
+	for {
+		var err error
+		parts, err = lookupPartitions(ctx, p.cfg.Brokers, p.cfg.MetricsTopic)
+		if err == nil && len(parts) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("look up metric partitions", "topic", p.cfg.MetricsTopic, "err", err)
+		sleepCtx(ctx, time.Second)
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		wg.Add(1)
+		go func(part int) {
+			defer wg.Done()
+			r := kafka.NewReader(kafka.ReaderConfig{
+				Brokers: p.cfg.Brokers, Topic: p.cfg.MetricsTopic, Partition: part,
+				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond,
+				ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: time.Second,
+			})
+			defer r.Close()
+			for {
+				if err := r.SetOffsetAt(ctx, from); err == nil {
+					break
+				} else if ctx.Err() != nil {
+					return
+				} else {
+					p.log.Warn("seek metric partition", "partition", part, "err", err)
+					sleepCtx(ctx, time.Second)
+				}
+			}
+			for {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					p.log.Warn("fetch metric record", "partition", part, "err", err)
+					sleepCtx(ctx, time.Second)
+					continue
+				}
+				p.C.MetricRecords.Add(1)
+				b, err := p.decodeMetrics(m.Value)
+				if err != nil || len(b.Samples) == 0 {
+					continue // rejects are recorded once, by the samples group
+				}
+				select {
+				case out <- b.Samples:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}(part.ID)
+	}
+	wg.Wait()
+}
+
+func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
+	var last error
+	for _, b := range brokers {
+		parts, err := (&kafka.Dialer{Timeout: 5 * time.Second}).LookupPartitions(ctx, "tcp", b, topic)
+		if err == nil {
+			return parts, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("look up partitions of %s: %w", topic, last)
+}
+
+// joinLoop owns the joiner.
+func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn <-chan []normalize.Sample, sinkIn chan<- sinkItem, tracker *lockedTracker) error {
+	j, err := join.New(p.cfg.Join)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	lastInput := p.now()
+	ahead := uint64(p.cfg.MetricsAhead)
+	var pendingItem sinkItem
+	send := func() bool {
+		if len(pendingItem.outs) == 0 && len(pendingItem.done) == 0 && len(pendingItem.rejects) == 0 {
+			return true
+		}
+		select {
+		case sinkIn <- pendingItem:
+			pendingItem = sinkItem{}
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		spanC, metC := spanIn, metricIn
+		if j.Pending() >= p.cfg.Join.MaxPending {
+			spanC = nil // backpressure: the join must drain first
+		}
+		if st := j.SpanTime(); st == 0 || j.MetricTime() > st+ahead {
+			metC = nil // metrics must not run far ahead of the spans
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case rec := <-spanC:
+			ref := join.Ref{Partition: rec.msg.Partition, Offset: rec.msg.Offset}
+			tracker.fetched(ref)
+			lastInput = p.now()
+			if rec.err != nil {
+				pendingItem.rejects = append(pendingItem.rejects, p.rejectRow("traces", "decode", rec.err.Error(), rec.msg))
+				pendingItem.dlq = append(pendingItem.dlq, p.dlqMessage(rec.msg, "decode", rec.err.Error()))
+				pendingItem.done = append(pendingItem.done, ref)
+				continue
+			}
+			for _, rj := range rec.batch.Rejects {
+				pendingItem.rejects = append(pendingItem.rejects, p.rejectRow(rj.Signal, rj.Reason, rj.Detail, rec.msg))
+			}
+			p.C.IgnoredSpans.Add(int64(sumIgnored(rec.batch.Ignored)))
+			j.AddSpans(&rec.batch, ref)
+		case s := <-metC:
+			lastInput = p.now()
+			j.AddSamples(s)
+		case <-tick.C:
+			idle := p.now().Sub(lastInput) >= p.cfg.IdleFlush
+			outs := j.Emit(idle)
+			pendingItem.outs = append(pendingItem.outs, outs...)
+			pendingItem.done = append(pendingItem.done, j.Released()...)
+			p.joinMu.Lock()
+			p.jstats = j.Stats()
+			p.joinMu.Unlock()
+			if !send() {
+				return nil
+			}
+		}
+	}
+}
+
+func sumIgnored(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func (p *Pipeline) rejectRow(signal, reason, detail string, m kafka.Message) []any {
+	p.C.Rejected.Add(1)
+	prefix := m.Value
+	if len(prefix) > 256 {
+		prefix = prefix[:256]
+	}
+	if len(detail) > 1024 {
+		detail = detail[:1024]
+	}
+	return []any{p.now().UTC().Truncate(time.Second), signal, reason, detail, m.Topic, int32(m.Partition), m.Offset, uint64(len(m.Value)), hex.EncodeToString(prefix)}
+}
+
+func (p *Pipeline) dlqMessage(m kafka.Message, reason, detail string) kafka.Message {
+	return kafka.Message{
+		Key:   []byte(m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)),
+		Value: m.Value,
+		Headers: append(append([]kafka.Header(nil), m.Headers...),
+			kafka.Header{Key: "tailcause.source_topic", Value: []byte(m.Topic)},
+			kafka.Header{Key: "tailcause.source_partition", Value: []byte(strconv.Itoa(m.Partition))},
+			kafka.Header{Key: "tailcause.source_offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+			kafka.Header{Key: "tailcause.reason", Value: []byte(reason)},
+			kafka.Header{Key: "tailcause.detail", Value: []byte(detail)},
+		),
+	}
+}
+
+// sink batches joined rows into ClickHouse and commits what is complete.
+func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafka.Writer, tracker *lockedTracker, reader *kafka.Reader) error {
+	var reqRows, stallRows, rejRows [][]any
+	var dlqMsgs []kafka.Message
+	var done []join.Ref
+	var oldest time.Time
+	now := p.now()
+	flush := func(fctx context.Context) error {
+		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqMsgs)+len(done) == 0 {
+			return nil
+		}
+		if err := p.retry(fctx, "write dead letters", func(c context.Context) error {
+			if len(dlqMsgs) == 0 {
+				return nil
+			}
+			return dlq.WriteMessages(c, dlqMsgs...)
+		}); err != nil {
+			return err
+		}
+		for _, w := range []struct {
+			t    chstore.Table
+			rows [][]any
+		}{{rejectedTable, rejRows}, {stallsTable, stallRows}, {requestsTable, reqRows}} {
+			if err := p.retry(fctx, "insert into "+w.t.Name, func(c context.Context) error { return p.store.Insert(c, w.t, w.rows) }); err != nil {
+				return err
+			}
+		}
+		p.C.Requests.Add(int64(len(reqRows)))
+		p.C.Stalls.Add(int64(len(stallRows)))
+		p.C.DeadLettered.Add(int64(len(dlqMsgs)))
+		tracker.complete(done...)
+		reqRows, stallRows, rejRows, dlqMsgs, done = nil, nil, nil, nil, nil
+		oldest = time.Time{}
+		return nil
+	}
+	commit := func(cctx context.Context) {
+		for part, off := range tracker.committable() {
+			err := reader.CommitMessages(cctx, kafka.Message{Topic: p.cfg.SpansTopic, Partition: part, Offset: off})
+			if err != nil {
+				// A rebalance took the partition: its records are re-read
+				// elsewhere (at least once; rows are idempotent by uid).
+				p.log.Warn("commit span offsets", "partition", part, "offset", off, "err", err)
+				continue
+			}
+			p.C.Commits.Add(1)
+		}
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastCommit := now
+	final := func() error {
+		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := flush(fctx)
+		commit(fctx)
+		return err
+	}
+	for {
+		select {
+		case it, ok := <-in:
+			if !ok {
+				return final()
+			}
+			now := p.now()
+			for i := range it.outs {
+				o := &it.outs[i]
+				reqRows = append(reqRows, requestValues(make([]any, 0, len(requestsTable.Columns)), &o.Row, now.UTC().Truncate(time.Second)))
+				for k := range o.Stalls {
+					stallRows = append(stallRows, stallValues(make([]any, 0, len(stallsTable.Columns)), &o.Stalls[k]))
+				}
+				done = append(done, o.Done...)
+			}
+			rejRows = append(rejRows, it.rejects...)
+			dlqMsgs = append(dlqMsgs, it.dlq...)
+			done = append(done, it.done...)
+			if oldest.IsZero() {
+				oldest = now
+			}
+			if len(reqRows) >= p.cfg.BatchRows || len(dlqMsgs) > 0 {
+				if err := flush(ctx); err != nil {
+					return p.abandon(err)
+				}
+			}
+		case <-tick.C:
+			now := p.now()
+			if !oldest.IsZero() && now.Sub(oldest) >= p.cfg.BatchWait {
+				if err := flush(ctx); err != nil {
+					return p.abandon(err)
+				}
+			}
+			if now.Sub(lastCommit) >= p.cfg.CommitInterval {
+				commit(ctx)
+				lastCommit = now
+			}
+		}
+	}
+}
+
+// abandon turns a cancelled flush into a clean stop: what was not written
+// is not committed and is read again by the next run.
+func (p *Pipeline) abandon(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// retry runs fn until it succeeds, the context ends, or it fails with a
+// permanent error three times (then the error is logged, counted and the
+// data dropped, so that one bad batch cannot block a partition forever).
+func (p *Pipeline) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	permanent := 0
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !chstore.IsRetriable(err) && !isKafkaRetriable(err) {
+			permanent++
+			if permanent >= 3 {
+				p.C.InsertFailures.Add(1)
+				p.log.Error("giving up on a batch after permanent errors", "what", what, "err", err)
+				return nil
+			}
+		}
+		p.C.InsertRetries.Add(1)
+		p.log.Warn("retrying", "what", what, "in", backoff, "err", err)
+		sleepCtx(ctx, backoff)
+		backoff = min(backoff*2, p.cfg.RetryMax)
+	}
+}
+
+func isKafkaRetriable(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke.Temporary()
+	}
+	var we kafka.WriteErrors
+	return errors.As(err, &we) || !errors.As(err, &ke)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+type lockedTracker struct {
+	mu sync.Mutex
+	t  *offsetTracker
+}
+
+func (l *lockedTracker) fetched(r join.Ref) {
+	l.mu.Lock()
+	l.t.fetched(r.Partition, r.Offset)
+	l.mu.Unlock()
+}
+
+func (l *lockedTracker) complete(refs ...join.Ref) {
+	l.mu.Lock()
+	for _, r := range refs {
+		l.t.complete(r.Partition, r.Offset)
+	}
+	l.mu.Unlock()
+}
+
+func (l *lockedTracker) committable() map[int]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.committable()
+}
+
+func nan() float64 { return math.NaN() }
