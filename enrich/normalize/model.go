@@ -144,7 +144,8 @@ const (
 	MetricFBUsed           Metric = "fb_used_mib"          // gauge
 	MetricFBFree           Metric = "fb_free_mib"          // gauge
 	MetricXID              Metric = "xid_last"             // gauge: last XID code, not a count
-	MetricXIDCount         Metric = "xid_count"            // counter (DCGM_EXP_XID_ERRORS_COUNT)
+	MetricXIDCount         Metric = "xid_count"            // gauge: XID errors in dcgm-exporter's window (DCGM_EXP_XID_ERRORS_COUNT, summed over xid)
+	MetricXIDTotal         Metric = "xid_total"            // counter: XID errors since exporter start (DCGM_EXP_XID_ERRORS_TOTAL, summed over xid)
 	MetricPCIeReplay       Metric = "pcie_replays"         // counter
 	MetricNVLinkBytes      Metric = "nvlink_bytes"         // counter
 	MetricGREngineActive   Metric = "gr_engine_active"     // gauge, 0-1

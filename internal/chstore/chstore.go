@@ -147,8 +147,7 @@ ENGINE = MergeTree ORDER BY version`); err != nil {
 				return done, fmt.Errorf("apply migration %s statement %d on ClickHouse %s: %w", m.Name, i+1, s.version, err)
 			}
 		}
-		if err := s.conn.Exec(ctx, "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
-			uint32(m.Version), m.Name, m.Checksum, time.Now().UTC().Truncate(time.Second)); err != nil {
+		if err := s.Insert(ctx, migrationsTable, [][]any{{uint32(m.Version), m.Name, m.Checksum, time.Now().UTC().Truncate(time.Second)}}); err != nil {
 			return done, fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
 		if log != nil {
@@ -158,6 +157,8 @@ ENGINE = MergeTree ORDER BY version`); err != nil {
 	}
 	return done, nil
 }
+
+var migrationsTable = Table{Name: "schema_migrations", Columns: []string{"version", "name", "checksum", "applied_at"}}
 
 func (s *Store) appliedMigrations(ctx context.Context) (map[uint32]string, error) {
 	rows, err := s.conn.Query(ctx, "SELECT version, checksum FROM schema_migrations")

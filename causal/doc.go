@@ -1,0 +1,33 @@
+// Package causal is the mathematical core of tailcause's root-cause ranking:
+// it says why the tail latency of an LLM inference fleet broke.
+//
+// It owns, all pure Go with no I/O:
+//
+//   - the causal DAG (dag.go): nodes with a role, the SQL expression over
+//     the requests table that measures them, the taxonomy cause they stand
+//     for; the default DAG ships in schemas/dag/default.json ("default@1");
+//   - d-separation and minimum-cost backdoor adjustment sets, refusing when
+//     latent confounding leaves none (backdoor.go);
+//   - least squares from sufficient statistics with classical and
+//     HC0/HC1/HC3 robust standard errors (ols.go), and the ClickHouse SQL of
+//     the two aggregation passes that feed it (sql.go): XᵀX, Xᵀy, yᵀy in one
+//     SELECT, then the meat sums from residuals and leverages;
+//   - per-cause estimators (estimate.go): linear-probability model of the
+//     tail indicator and log-latency model, effect in milliseconds,
+//     attributable fraction, counterfactual P99 under do(cause = normal);
+//   - Bayesian health per entity, an empirical-Bayes Beta-Binomial over peers
+//     (health.go);
+//   - breach detection: P99 with order-statistic confidence intervals, and
+//     change points of a P99 series to find where a breach began (breach.go);
+//   - the ranked-culprits document, v1 (culprits.go).
+//
+// Heavy aggregation happens in ClickHouse; functions here take small
+// aggregated inputs (sufficient statistics, meats, samples of the slowest
+// rows) and return small answers. Manners follow gonum/stat: a nil options
+// pointer means defaults, panics are reserved for programmer errors, tests
+// use seeded randomness.
+//
+// Reference values in testdata/ come from independent computations
+// (numpy/statsmodels/scipy); the scripts and the versions used sit next to
+// them.
+package causal

@@ -1,0 +1,385 @@
+package normalize
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// Ignored reasons for metric points.
+const (
+	IgnoredUnknownMetric   = "unknown_metric"    // a name no adapter maps
+	IgnoredHistogram       = "histogram"         // histogram / exponential histogram points
+	IgnoredSummary         = "summary"           // summary points
+	IgnoredDeltaSum        = "delta_sum"         // delta-temporality sums (Prometheus never sends them)
+	IgnoredNoRecordedValue = "no_recorded_value" // Prometheus staleness markers
+	IgnoredNoValue         = "no_value"          // empty, NaN or infinite values
+)
+
+// metricSpec says how a source metric maps onto the canonical model.
+type metricSpec struct {
+	family Family
+	metric Metric
+	kind   SampleKind
+	// percent: the source reports 0-100; the model wants 0-1.
+	percent bool
+	// sumLabels: the source splits the series by a label the model does not
+	// keep (DCGM_EXP_XID_ERRORS_*{xid}); points of one placement and time
+	// are summed.
+	sumLabels bool
+}
+
+// lookupMetric maps a source metric name. Names may arrive with or without
+// the "_total" suffix (the prometheus receiver's trim_metric_suffixes), and
+// under the names older releases used.
+func lookupMetric(name string) (metricSpec, bool) {
+	eng := func(m Metric, k SampleKind) (metricSpec, bool) {
+		return metricSpec{family: FamilyEngine, metric: m, kind: k}, true
+	}
+	gpu := func(m Metric, k SampleKind) (metricSpec, bool) {
+		return metricSpec{family: FamilyGPU, metric: m, kind: k}, true
+	}
+	switch strings.TrimSuffix(name, "_total") {
+	// vLLM (V1; V0 names where they differ).
+	case "vllm:num_requests_running":
+		return eng(MetricRunning, Gauge)
+	case "vllm:num_requests_waiting":
+		return eng(MetricWaiting, Gauge)
+	case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc":
+		return eng(MetricKVUsage, Gauge) // a 0-1 fraction despite the name
+	case "vllm:num_preemptions":
+		return eng(MetricPreemptions, Cumulative)
+	case "vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries":
+		return eng(MetricPrefixQueries, Cumulative)
+	case "vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits":
+		return eng(MetricPrefixHits, Cumulative)
+	case "vllm:gpu_prefix_cache_hit_rate":
+		return eng(MetricPrefixHitRate, Gauge)
+	case "vllm:prompt_tokens":
+		return eng(MetricPromptTokens, Cumulative)
+	case "vllm:generation_tokens":
+		return eng(MetricGenerationTokens, Cumulative)
+	case "vllm:prompt_tokens_recomputed":
+		return eng(MetricRecomputedTokens, Cumulative)
+
+	// SGLang.
+	case "sglang:num_running_reqs":
+		return eng(MetricRunning, Gauge)
+	case "sglang:num_queue_reqs":
+		return eng(MetricWaiting, Gauge)
+	case "sglang:token_usage":
+		return eng(MetricKVUsage, Gauge)
+	case "sglang:cache_hit_rate":
+		return eng(MetricPrefixHitRate, Gauge)
+	case "sglang:num_retracted_requests":
+		return eng(MetricPreemptions, Cumulative)
+	case "sglang:prompt_tokens":
+		return eng(MetricPromptTokens, Cumulative)
+	case "sglang:generation_tokens":
+		return eng(MetricGenerationTokens, Cumulative)
+	case "sglang:cached_tokens":
+		return eng(MetricPrefixHits, Cumulative) // prompt tokens served from the radix cache
+
+	// TGI.
+	case "tgi_queue_size":
+		return eng(MetricWaiting, Gauge)
+	case "tgi_batch_current_size":
+		return eng(MetricBatchSize, Gauge)
+
+	// dcgm-exporter.
+	case "DCGM_FI_DEV_SM_CLOCK":
+		return gpu(MetricSMClock, Gauge)
+	case "DCGM_FI_DEV_MEM_CLOCK":
+		return gpu(MetricMemClock, Gauge)
+	case "DCGM_FI_DEV_GPU_TEMP":
+		return gpu(MetricGPUTemp, Gauge)
+	case "DCGM_FI_DEV_MEMORY_TEMP":
+		return gpu(MetricMemTemp, Gauge)
+	case "DCGM_FI_DEV_POWER_USAGE":
+		return gpu(MetricPower, Gauge)
+	case "DCGM_FI_DEV_GPU_UTIL":
+		return metricSpec{family: FamilyGPU, metric: MetricGPUUtil, kind: Gauge, percent: true}, true
+	case "DCGM_FI_DEV_MEM_COPY_UTIL":
+		return metricSpec{family: FamilyGPU, metric: MetricMemCopyUtil, kind: Gauge, percent: true}, true
+	case "DCGM_FI_DEV_FB_USED":
+		return gpu(MetricFBUsed, Gauge)
+	case "DCGM_FI_DEV_FB_FREE":
+		return gpu(MetricFBFree, Gauge)
+	case "DCGM_FI_DEV_XID_ERRORS":
+		return gpu(MetricXID, Gauge) // the last XID code, not a count
+	case "DCGM_FI_DEV_PCIE_REPLAY_COUNTER":
+		return gpu(MetricPCIeReplay, Cumulative)
+	case "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
+		return gpu(MetricNVLinkBytes, Cumulative)
+	case "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
+		return gpu(MetricGREngineActive, Gauge)
+	case "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":
+		return gpu(MetricTensorActive, Gauge)
+	case "DCGM_FI_PROF_DRAM_ACTIVE":
+		return gpu(MetricDRAMActive, Gauge)
+	case "DCGM_FI_PROF_SM_ACTIVE":
+		return gpu(MetricSMActive, Gauge)
+	case "DCGM_FI_PROF_SM_OCCUPANCY":
+		return gpu(MetricSMOccupancy, Gauge)
+	case "DCGM_FI_PROF_PCIE_TX_BYTES":
+		return gpu(MetricPCIeTx, Gauge)
+	case "DCGM_FI_PROF_PCIE_RX_BYTES":
+		return gpu(MetricPCIeRx, Gauge)
+	case "DCGM_FI_DEV_POWER_VIOLATION":
+		return gpu(MetricPowerViolation, Cumulative)
+	case "DCGM_FI_DEV_THERMAL_VIOLATION":
+		return gpu(MetricThermalViolation, Cumulative)
+	case "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS":
+		return gpu(MetricClockReasons, Gauge)
+	case "DCGM_EXP_XID_ERRORS_COUNT":
+		// A gauge in dcgm-exporter: XID errors within its window, per xid.
+		return metricSpec{family: FamilyGPU, metric: MetricXIDCount, kind: Gauge, sumLabels: true}, true
+	case "DCGM_EXP_XID_ERRORS_TOTAL":
+		return metricSpec{family: FamilyGPU, metric: MetricXIDTotal, kind: Cumulative, sumLabels: true}, true
+	}
+	return metricSpec{}, false
+}
+
+// metricRes is what a metrics resource says, computed once per resource.
+type metricRes struct {
+	// engine is the placement of engine metrics: the scraped target.
+	engine Placement
+	// host is the fallback host of GPU metrics without a Hostname label.
+	// The exporter runs on the GPU's node, so its host and node name are
+	// the GPU's; its pod and namespace are not.
+	host string
+}
+
+func newMetricRes(res pcommon.Resource) metricRes {
+	var pb placementBuilder
+	var addr string
+	for k, v := range res.Attributes().All() {
+		if pb.attr(k, v) {
+			continue
+		}
+		if k == attrServerAddress {
+			addr = v.AsString()
+		}
+	}
+	p := pb.placement()
+	host := p.Host
+	if p.Host == "" {
+		p.Host = addr
+	}
+	return metricRes{engine: p, host: host}
+}
+
+type metricNormalizer struct {
+	out Batch
+}
+
+// Metrics normalizes one OTLP metrics message into Samples. Unknown metric
+// names, histograms and summaries are counted in Ignored, never errors;
+// points without a timestamp are rejected. The Batch does not alias md.
+func Metrics(md pmetric.Metrics) Batch {
+	n := metricNormalizer{}
+	n.out.Samples = make([]Sample, 0, md.DataPointCount())
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		res := newMetricRes(rm.Resource())
+		sms := rm.ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				n.metric(ms.At(k), &res)
+			}
+		}
+	}
+	return n.out
+}
+
+func (n *metricNormalizer) ignore(reason string, points int) {
+	if points <= 0 {
+		return
+	}
+	if n.out.Ignored == nil {
+		n.out.Ignored = make(map[string]int)
+	}
+	n.out.Ignored[reason] += points
+}
+
+func (n *metricNormalizer) reject(reason, detail string) {
+	if len(n.out.Rejects) >= maxRejects {
+		n.ignore(IgnoredRejectsDropped, 1)
+		return
+	}
+	n.out.Rejects = append(n.out.Rejects, Reject{Signal: "metrics", Reason: reason, Detail: detail})
+}
+
+func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
+	var (
+		points pmetric.NumberDataPointSlice
+		sum    bool
+	)
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		points = m.Gauge().DataPoints()
+	case pmetric.MetricTypeSum:
+		points = m.Sum().DataPoints()
+		sum = true
+	case pmetric.MetricTypeHistogram:
+		n.ignore(IgnoredHistogram, m.Histogram().DataPoints().Len())
+		return
+	case pmetric.MetricTypeExponentialHistogram:
+		n.ignore(IgnoredHistogram, m.ExponentialHistogram().DataPoints().Len())
+		return
+	case pmetric.MetricTypeSummary:
+		n.ignore(IgnoredSummary, m.Summary().DataPoints().Len())
+		return
+	default:
+		n.ignore(IgnoredNoValue, 1)
+		return
+	}
+	spec, ok := lookupMetric(m.Name())
+	if !ok {
+		n.ignore(IgnoredUnknownMetric, points.Len())
+		return
+	}
+	if sum && m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta {
+		n.ignore(IgnoredDeltaSum, points.Len())
+		return
+	}
+	// The canonical kind wins over the wire type: a counter scraped without
+	// type metadata arrives as a gauge but is still cumulative (start
+	// unknown), and a gauge never has a series start.
+	useStart := spec.kind == Cumulative && sum
+
+	first := len(n.out.Samples)
+	for p := 0; p < points.Len(); p++ {
+		dp := points.At(p)
+		if dp.Flags().NoRecordedValue() {
+			n.ignore(IgnoredNoRecordedValue, 1)
+			continue
+		}
+		var v float64
+		switch dp.ValueType() {
+		case pmetric.NumberDataPointValueTypeInt:
+			v = float64(dp.IntValue())
+		case pmetric.NumberDataPointValueTypeDouble:
+			v = dp.DoubleValue()
+		default:
+			n.ignore(IgnoredNoValue, 1)
+			continue
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			n.ignore(IgnoredNoValue, 1)
+			continue
+		}
+		ts := uint64(dp.Timestamp())
+		if ts == 0 {
+			n.reject("no_timestamp", fmt.Sprintf("metric %q point %d: zero timestamp",
+				truncUTF8(m.Name(), maxSpanNameInDetail), p))
+			continue
+		}
+		if spec.percent {
+			v /= 100
+		}
+		s := Sample{
+			Family: spec.family,
+			Metric: spec.metric,
+			Kind:   spec.kind,
+			TimeNs: ts,
+			Value:  v,
+		}
+		if useStart {
+			s.StartNs = uint64(dp.StartTimestamp())
+		}
+		if spec.family == FamilyGPU {
+			s.Placement = gpuPlacement(dp.Attributes(), res)
+		} else {
+			s.Model, s.Placement = enginePlacement(dp.Attributes(), res)
+		}
+		n.out.Samples = append(n.out.Samples, s)
+	}
+	if spec.sumLabels {
+		n.out.Samples = append(n.out.Samples[:first], sumSamples(n.out.Samples[first:])...)
+	}
+}
+
+// enginePlacement reads the model and engine labels of an engine point.
+// SGLang's dp_rank plays the role of vLLM's engine index.
+func enginePlacement(attrs pcommon.Map, res *metricRes) (string, Placement) {
+	p := res.engine
+	var model, dpRank string
+	for k, v := range attrs.All() {
+		switch k {
+		case "model_name":
+			model = v.AsString()
+		case "engine":
+			p.Engine = v.AsString()
+		case "dp_rank":
+			dpRank = v.AsString()
+		}
+	}
+	if p.Engine == "" {
+		p.Engine = dpRank
+	}
+	return model, p
+}
+
+// gpuPlacement reads dcgm-exporter's labels. The pod, namespace labels name
+// the workload holding the GPU; the resource's k8s.* attributes describe
+// the exporter's own pod and are not used.
+func gpuPlacement(attrs pcommon.Map, res *metricRes) Placement {
+	var p Placement
+	var hostname, hostnameLower, uuid, uuidLower string
+	for k, v := range attrs.All() {
+		switch k {
+		case "Hostname":
+			hostname = v.AsString()
+		case "hostname":
+			hostnameLower = v.AsString()
+		case "UUID":
+			uuid = v.AsString()
+		case "uuid":
+			uuidLower = v.AsString()
+		case "gpu":
+			p.GPUIndex = v.AsString()
+		case "pod":
+			p.Pod = v.AsString()
+		case "namespace":
+			p.Namespace = v.AsString()
+		}
+	}
+	p.Host = firstNonEmpty(hostname, hostnameLower, res.host)
+	p.GPU = firstNonEmpty(uuid, uuidLower)
+	return p
+}
+
+// sumSamples sums samples of one placement, model and time into one; the
+// start of a summed cumulative series is the earliest start of its parts.
+// The result reuses s.
+func sumSamples(s []Sample) []Sample {
+	if len(s) < 2 {
+		return s
+	}
+	type key struct {
+		model     string
+		placement Placement
+		time      uint64
+	}
+	at := make(map[key]int, len(s))
+	out := s[:0]
+	for _, x := range s {
+		k := key{x.Model, x.Placement, x.TimeNs}
+		if i, ok := at[k]; ok {
+			out[i].Value += x.Value
+			if x.StartNs != 0 && (out[i].StartNs == 0 || x.StartNs < out[i].StartNs) {
+				out[i].StartNs = x.StartNs
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, x)
+	}
+	return out
+}

@@ -1,0 +1,280 @@
+package enrich
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/otlpfixture"
+	"github.com/tailcause/tailcause/internal/otlpkafka"
+	"github.com/tailcause/tailcause/internal/testkit"
+)
+
+// testStore opens a fresh, migrated database on the test ClickHouse.
+func testStore(t *testing.T) *chstore.Store {
+	t.Helper()
+	addr := testkit.ClickHouse(t)
+	db := testkit.FreshDatabase(t, addr)
+	cfg := chstore.DefaultConfig()
+	cfg.Addr, cfg.Database = addr, db
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := chstore.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// produceFixture writes the fixture as the Collector's kafka exporter
+// would: spans one record per trace, metrics one record per resource.
+func produceFixture(t *testing.T, brokers []string, spans, metrics string) {
+	t.Helper()
+	enc, err := otlpkafka.NewEncoder(otlpkafka.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := kafkax.DefaultConfig()
+	pc.Brokers = brokers
+	prod, err := kafkax.NewProducer(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recs []kafkax.Record
+	for _, md := range otlpfixture.Metrics() {
+		recs, _, err = enc.AppendMetrics(recs, nil, md)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prod.WriteRecords(ctx, metrics, recs); err != nil {
+		t.Fatalf("produce metrics: %v", err)
+	}
+	recs, _, err = enc.AppendTraces(nil, nil, otlpfixture.Traces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.WriteRecords(ctx, spans, recs); err != nil {
+		t.Fatalf("produce spans: %v", err)
+	}
+}
+
+func produceRaw(t *testing.T, brokers []string, topic string, value []byte) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, kafka.Message{Value: value}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testConfig(brokers []string, spans, metrics, dlq string) Config {
+	cfg := DefaultConfig()
+	cfg.Brokers = brokers
+	cfg.SpansTopic, cfg.MetricsTopic, cfg.DeadLetterTopic = spans, metrics, dlq
+	cfg.GroupID = "g-" + spans
+	cfg.SamplesGroupID = "s-" + spans
+	cfg.IdleFlush = time.Second
+	cfg.BatchWait = 200 * time.Millisecond
+	cfg.CommitInterval = 200 * time.Millisecond
+	return cfg
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("TAILCAUSE_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func count(t *testing.T, st *chstore.Store, q string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := st.Conn().QueryRow(context.Background(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type reqRow struct {
+	running, waiting, runningAge, kvMax, pre, prefix, smMin, smAge, temp float64
+	reasons                                                                  uint32
+	engineMatch, gpuMatch, gpu, engine, source                               string
+	prompt                                                                   int64
+	ttft, tpot                                                               float64
+}
+
+func readRequest(t *testing.T, st *chstore.Store, uid string) reqRow {
+	t.Helper()
+	var r reqRow
+	err := st.Conn().QueryRow(context.Background(), `SELECT running_at_arrival, waiting_at_arrival, running_age_ms, kv_usage_max,
+		preemptions_during, prefix_hit_ratio, sm_clock_min_mhz, sm_clock_age_ms, gpu_temp_max_c, throttle_reasons,
+		engine_match, gpu_match, gpu, engine, source, prompt_tokens, ttft_ms, tpot_ms
+		FROM requests FINAL WHERE uid = ?`, uid).Scan(&r.running, &r.waiting, &r.runningAge, &r.kvMax, &r.pre, &r.prefix,
+		&r.smMin, &r.smAge, &r.temp, &r.reasons, &r.engineMatch, &r.gpuMatch, &r.gpu, &r.engine, &r.source, &r.prompt, &r.ttft, &r.tpot)
+	if err != nil {
+		t.Fatalf("read request %s: %v", uid, err)
+	}
+	return r
+}
+
+func eq(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) || math.IsNaN(got) != math.IsNaN(want) {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
+// checkFixtureRows asserts the enriched rows of the fixture.
+func checkFixtureRows(t *testing.T, st *chstore.Store) {
+	t.Helper()
+	// Request 7 (start T0+61 s, end T0+64 s), worked by hand: as-of engine
+	// scrape at 60 s (running 4, waiting 6, 1000 ms old); KV max 0.60; the
+	// counter interval (60,70] holds 3 preemptions and 400/1000 prefix
+	// hits; the DCGM scrape at 60 s shows 1410 MHz with hw_thermal (0x40)
+	// and 87 °C, 1000 ms old.
+	r := readRequest(t, st, otlpfixture.UID(7))
+	eq(t, "running", r.running, 4)
+	eq(t, "waiting", r.waiting, 6)
+	eq(t, "running_age_ms", r.runningAge, 1000)
+	eq(t, "kv_usage_max", r.kvMax, 0.60)
+	eq(t, "preemptions_during", r.pre, 3)
+	eq(t, "prefix_hit_ratio", r.prefix, 0.4)
+	eq(t, "sm_clock_min", r.smMin, 1410)
+	eq(t, "sm_clock_age_ms", r.smAge, 1000)
+	eq(t, "gpu_temp_max", r.temp, 87)
+	if r.reasons != 0x40 || r.engineMatch != "pod" || r.gpuMatch != "pod" || r.gpu != otlpfixture.GPU || r.engine != "0" || r.source != "vllm" || r.prompt != 1700 {
+		t.Errorf("request 7: %+v", r)
+	}
+	eq(t, "ttft_ms", r.ttft, 250)
+	eq(t, "tpot_ms", r.tpot, 2750.0/99)
+	// Every request against the rules written out in otlpfixture.Expected.
+	for k := 0; k < otlpfixture.Requests; k++ {
+		e := otlpfixture.Expected(k)
+		r := readRequest(t, st, e.UID)
+		eq(t, "running", r.running, e.RunningAtArrival)
+		eq(t, "kv_usage_max", r.kvMax, e.KVUsageMax)
+		eq(t, "preemptions", r.pre, e.PreemptionsDuring)
+		eq(t, "prefix", r.prefix, e.PrefixHitRatio)
+		eq(t, "sm_clock_min", r.smMin, e.SMClockMin)
+		eq(t, "sm_clock_age", r.smAge, e.SMClockAgeMs)
+		if r.reasons != e.ThrottleReasons {
+			t.Errorf("request %d reasons %#x want %#x", k, r.reasons, e.ThrottleReasons)
+		}
+	}
+	// The SGLang request: a step timeline with one 600 ms stall carrying the retract.
+	var src string
+	var stalls uint32
+	var itlMax float64
+	if err := st.Conn().QueryRow(context.Background(), "SELECT timeline_source, stall_count, itl_max_ms FROM requests FINAL WHERE uid = ?", otlpfixture.SGLangUID()).Scan(&src, &stalls, &itlMax); err != nil {
+		t.Fatal(err)
+	}
+	if src != "steps" || stalls != 1 {
+		t.Errorf("sglang timeline %q stalls %d", src, stalls)
+	}
+	eq(t, "itl_max_ms", itlMax, 600)
+	var events []string
+	var idx uint32
+	if err := st.Conn().QueryRow(context.Background(), "SELECT token_index, events FROM token_stalls FINAL WHERE request_uid = ?", otlpfixture.SGLangUID()).Scan(&idx, &events); err != nil {
+		t.Fatal(err)
+	}
+	if idx != 21 || len(events) == 0 || events[0] != "retract" {
+		t.Errorf("stall token %d events %v", idx, events)
+	}
+}
+
+func TestPipelineOnKFake(t *testing.T) {
+	st := testStore(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "otlp_spans", "otlp_metrics"), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	produceFixture(t, brokers, "otlp_spans", "otlp_metrics")
+	produceRaw(t, brokers, "otlp_spans", []byte("\x0a\xff\xff not protobuf"))
+	produceRaw(t, brokers, "otlp_metrics", []byte("\x12garbage"))
+
+	p, err := New(testConfig(brokers, "otlp_spans", "otlp_metrics", "dlq"), st, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	want := uint64(otlpfixture.Requests + 1)
+	waitFor(t, "all requests in ClickHouse", 90*time.Second, func() bool {
+		return count(t, st, "SELECT count() FROM requests") >= want &&
+			count(t, st, "SELECT count() FROM rejected_input") >= 2 &&
+			count(t, st, "SELECT count() FROM gpu_samples") >= 40
+	})
+	// Let the committer catch up, then stop.
+	waitFor(t, "commits", 10*time.Second, func() bool { return p.C.Commits.Load() > 0 })
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := count(t, st, "SELECT count() FROM requests"); n != want {
+		t.Errorf("requests rows = %d, want %d (no duplicates in a clean run)", n, want)
+	}
+	checkFixtureRows(t, st)
+	if n := count(t, st, "SELECT count() FROM engine_samples"); n != 8*otlpfixture.EngineScrapes {
+		t.Errorf("engine samples %d, want %d (the unknown metric is not one)", n, 8*otlpfixture.EngineScrapes)
+	}
+	if n := count(t, st, "SELECT count() FROM gpu_samples"); n != 8*otlpfixture.GPUScrapes {
+		t.Errorf("gpu samples %d", n)
+	}
+	if n := count(t, st, "SELECT count() FROM rejected_input WHERE reason = 'decode'"); n != 2 {
+		t.Errorf("rejected rows %d, want 2", n)
+	}
+	if p.C.UnknownMetrics.Load() != otlpfixture.EngineScrapes {
+		t.Errorf("unknown metrics counted %d, want %d", p.C.UnknownMetrics.Load(), otlpfixture.EngineScrapes)
+	}
+	// Both bad records are in the dead-letter topic with their origin.
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "dlq", Partition: 0})
+	defer r.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	for i := 0; i < 2; i++ {
+		m, err := r.ReadMessage(rctx)
+		if err != nil {
+			t.Fatalf("read dead letter %d: %v", i, err)
+		}
+		hs := map[string]string{}
+		for _, h := range m.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if hs["tailcause.reason"] != "decode" || hs["tailcause.source_topic"] == "" || hs["tailcause.detail"] == "" {
+			t.Errorf("dead letter headers %v", hs)
+		}
+	}
+}
