@@ -20,7 +20,7 @@ const (
 
 // Incident is the ranked-culprits document (v1): the API response, the
 // webhook payload and `tailcause rank --format json`. Field names and shapes
-// are the contract of design.md; see testdata/culprits.v1.schema.json.
+// are the contract of design.md; see schemas/culprits.v1.schema.json.
 type Incident struct {
 	IncidentID    string    `json:"incident_id"`
 	Status        string    `json:"status"`

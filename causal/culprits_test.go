@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func sampleIncident() Incident {
@@ -86,19 +88,15 @@ func TestIncidentOK(t *testing.T) {
 }
 
 // TestIncidentSchema checks the golden document against the JSON Schema in
-// testdata: every required property is present at each level, and no
+// schemas/: every required property is present at each level, and no
 // property is written that the schema does not declare.
 func TestIncidentSchema(t *testing.T) {
 	var schema map[string]any
-	b, err := os.ReadFile("testdata/culprits.v1.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &schema); err != nil {
+	if err := json.Unmarshal(schemas.CulpritsV1Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
 	var doc map[string]any
-	b, err = os.ReadFile("testdata/incident.golden.json")
+	b, err := os.ReadFile("testdata/incident.golden.json")
 	if err != nil {
 		t.Fatal(err)
 	}
