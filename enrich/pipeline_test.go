@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/kafkax"
@@ -42,6 +43,12 @@ func testStore(t *testing.T) *chstore.Store {
 // would: spans one record per trace, metrics one record per resource.
 func produceFixture(t *testing.T, brokers []string, spans, metrics string) {
 	t.Helper()
+	produceMetrics(t, brokers, metrics)
+	produceTraces(t, brokers, spans, otlpfixture.Traces())
+}
+
+func producer(t *testing.T, brokers []string) (*otlpkafka.Encoder, *kafkax.Producer) {
+	t.Helper()
 	enc, err := otlpkafka.NewEncoder(otlpkafka.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -52,24 +59,38 @@ func produceFixture(t *testing.T, brokers []string, spans, metrics string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prod.Close()
+	t.Cleanup(func() { prod.Close() })
+	return enc, prod
+}
+
+func produceMetrics(t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	enc, prod := producer(t, brokers)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var recs []kafkax.Record
+	var err error
 	for _, md := range otlpfixture.Metrics() {
 		recs, _, err = enc.AppendMetrics(recs, nil, md)
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := prod.WriteRecords(ctx, metrics, recs); err != nil {
+	if err := prod.WriteRecords(ctx, topic, recs); err != nil {
 		t.Fatalf("produce metrics: %v", err)
 	}
-	recs, _, err = enc.AppendTraces(nil, nil, otlpfixture.Traces())
+}
+
+func produceTraces(t *testing.T, brokers []string, topic string, td ptrace.Traces) {
+	t.Helper()
+	enc, prod := producer(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	recs, _, err := enc.AppendTraces(nil, nil, td)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prod.WriteRecords(ctx, spans, recs); err != nil {
+	if err := prod.WriteRecords(ctx, topic, recs); err != nil {
 		t.Fatalf("produce spans: %v", err)
 	}
 }
@@ -126,10 +147,10 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 type reqRow struct {
 	running, waiting, runningAge, kvMax, pre, prefix, smMin, smAge, temp float64
-	reasons                                                                  uint32
-	engineMatch, gpuMatch, gpu, engine, source                               string
-	prompt                                                                   int64
-	ttft, tpot                                                               float64
+	reasons                                                              uint32
+	engineMatch, gpuMatch, gpu, engine, source                           string
+	prompt                                                               int64
+	ttft, tpot                                                           float64
 }
 
 func readRequest(t *testing.T, st *chstore.Store, uid string) reqRow {

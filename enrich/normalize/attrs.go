@@ -43,7 +43,6 @@ const (
 	attrSystem            = "gen_ai.system"
 	attrTimeToFirstChunk  = "gen_ai.response.time_to_first_chunk"
 	attrLatencyPrefix     = "gen_ai.latency."
-	attrKVTransferTime    = "gen_ai.latency.kv_cache_transfer_time"
 	attrSGLangRID         = "rid"
 	attrSGLangModule      = "module"
 	attrSGLangThreadLabel = "thread_label"

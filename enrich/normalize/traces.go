@@ -189,7 +189,7 @@ func classify(sp ptrace.Span, ri *resInfo, scope string) (spanClass, string) {
 	if name == "llm_request" || scope == "vllm.llm_engine" {
 		return classEngine, ""
 	}
-	if ri.tgi && tgiRequestName(name) {
+	if tgiRequestName(name) && (ri.tgi || strings.HasPrefix(scope, "text_generation_router") || hasTGITiming(attrs)) {
 		return classTGIRequest, ""
 	}
 	switch name {
@@ -267,6 +267,18 @@ func tgiRequestName(name string) bool {
 	switch name {
 	case "generate", "generate_stream", "chat_completions", "completions":
 		return true
+	}
+	return false
+}
+
+// hasTGITiming recognises a TGI request span whose service.name was
+// changed (OTEL_SERVICE_NAME) by the Debug-duration timing fields only TGI
+// records.
+func hasTGITiming(attrs pcommon.Map) bool {
+	for _, k := range [...]string{"total_time", "inference_time", "time_per_token"} {
+		if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
+			return true
+		}
 	}
 	return false
 }
@@ -414,7 +426,7 @@ func (n *traceNormalizer) other(i int) {
 	req, ok := n.requestOf(i)
 	if !ok {
 		sp := n.refs[i].span
-		if _, ok := sp.Attributes().Get(attrTritonModelName); ok || sp.Name() == "compute" {
+		if _, ok := sp.Attributes().Get(attrTritonModelName); ok || hasTritonEvents(sp) {
 			n.ignore(IgnoredTritonChildSpan)
 			return
 		}
@@ -434,6 +446,19 @@ func (n *traceNormalizer) other(i int) {
 	default:
 		n.ignore(IgnoredNonRequestSpan)
 	}
+}
+
+// hasTritonEvents reports Triton timeline events on a span whose
+// InferRequest is not in the message.
+func hasTritonEvents(sp ptrace.Span) bool {
+	evs := sp.Events()
+	for e := 0; e < evs.Len(); e++ {
+		switch evs.At(e).Name() {
+		case tritonQueueStart, tritonComputeStart, tritonComputeEnd, tritonRequestStart:
+			return true
+		}
+	}
+	return false
 }
 
 // step emits a Step for span i. It returns the request index when the

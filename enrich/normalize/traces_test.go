@@ -425,6 +425,8 @@ func TestClassify(t *testing.T) {
 		{name: "my prefill Req 1a2b", attrs: map[string]any{"rid": "x"}, want: classOther},
 		{name: "generate", service: "text-generation-inference.router", want: classTGIRequest},
 		{name: "generate", service: "other", want: classOther},
+		{name: "generate_stream", service: "my-tgi", attrs: map[string]any{"total_time": "1.5s"}, want: classTGIRequest},
+		{name: "generate", scope: "text_generation_router::server", want: classTGIRequest},
 		{name: "queued", service: "text-generation-inference.router", want: classTGIInternal},
 		{name: "send_generation", want: classTGIStep},
 		{name: "InferRequest", want: classTriton},

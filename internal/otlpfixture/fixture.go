@@ -66,13 +66,17 @@ func resource(rs pcommon.Resource) {
 
 // Traces is every request span: Requests vLLM spans, plus the SGLang
 // request with its decode_loop steps (see SGLangUID).
-func Traces() ptrace.Traces {
+func Traces() ptrace.Traces { return TracesFor(0, Requests, true) }
+
+// TracesFor is the vLLM requests k in [from, to), and the SGLang request
+// when withSGLang is set.
+func TracesFor(from, to int, withSGLang bool) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	resource(rs.Resource())
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName("vllm.llm_engine")
-	for k := 0; k < Requests; k++ {
+	for k := from; k < to; k++ {
 		sp := ss.Spans().AppendEmpty()
 		sp.SetName("llm_request")
 		sp.SetKind(ptrace.SpanKindServer)
@@ -95,7 +99,9 @@ func Traces() ptrace.Traces {
 		a.PutInt("gen_ai.request.max_tokens", 256)
 		sp.Status().SetCode(ptrace.StatusCodeOk)
 	}
-	sglangTrace(td)
+	if withSGLang {
+		sglangTrace(td)
+	}
 	return td
 }
 

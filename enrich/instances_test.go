@@ -1,0 +1,82 @@
+package enrich
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tailcause/tailcause/internal/otlpfixture"
+	"github.com/tailcause/tailcause/internal/testkit"
+)
+
+// runPipelines starts n enricher instances in one consumer group and
+// returns a stop function that waits for them.
+func runPipelines(t *testing.T, n int, cfg Config, st RowWriter) ([]*Pipeline, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ps []*Pipeline
+	for i := 0; i < n; i++ {
+		p, err := New(cfg, st, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(ctx); err != nil {
+				t.Errorf("instance %d: %v", i, err)
+			}
+		}()
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			wg.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	return ps, stop
+}
+
+// TestTwoInstancesOnRealKafka proves the join is correct when the span
+// partitions are split between two enrichers: each instance reads every
+// metric partition (broadcast), so every request meets its host's samples
+// whichever instance owns its trace.
+func TestTwoInstancesOnRealKafka(t *testing.T) {
+	addr := testkit.Kafka(t)
+	st := testStore(t)
+	brokers := []string{addr}
+	spans := testkit.FreshTopic(t, addr, 4)
+	metrics := testkit.FreshTopic(t, addr, 2)
+	dlq := testkit.FreshTopic(t, addr, 1)
+	cfg := testConfig(brokers, spans, metrics, dlq)
+	ps, stop := runPipelines(t, 2, cfg, st)
+	// Let both members join the group before the data arrives, so that the
+	// partitions are really split.
+	time.Sleep(8 * time.Second)
+	produceFixture(t, brokers, spans, metrics)
+	want := uint64(otlpfixture.Requests + 1)
+	waitFor(t, "all requests in ClickHouse", 120*time.Second, func() bool {
+		return count(t, st, "SELECT count() FROM requests FINAL") >= want
+	})
+	time.Sleep(time.Second) // let commits land
+	stop()
+	if a, b := ps[0].C.SpanRecords.Load(), ps[1].C.SpanRecords.Load(); a == 0 || b == 0 {
+		t.Fatalf("span records per instance: %d and %d: the group did not split the partitions", a, b)
+	}
+	if a, b := ps[0].C.MetricRecords.Load(), ps[1].C.MetricRecords.Load(); a == 0 || b == 0 {
+		t.Fatalf("metric records per instance: %d and %d: both must read every metric partition", a, b)
+	}
+	if n := count(t, st, "SELECT count() FROM requests FINAL"); n != want {
+		t.Errorf("requests = %d, want %d", n, want)
+	}
+	if n := count(t, st, "SELECT count() FROM engine_samples FINAL"); n != 8*otlpfixture.EngineScrapes {
+		t.Errorf("engine samples = %d: written once by the samples group, not once per instance", n)
+	}
+	checkFixtureRows(t, st)
+}
