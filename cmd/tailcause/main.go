@@ -34,7 +34,9 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version": {"print the version", cmdVersion},
+		"sim":     {"simulate an LLM-serving fleet with injected faults (the fault lab)", cmdSim},
 		"migrate": {"apply the ClickHouse migrations (or --print the DDL for a server version)", cmdMigrate},
+		"all":     {"ingest + enrich in one process (--embedded-kafka: with an in-process broker)", cmdAll},
 		"enrich":  {"consume OTLP from Kafka, join requests with engine/GPU state, write ClickHouse", cmdEnrich},
 	}
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/tailcause/tailcause/enrich"
+	"github.com/tailcause/tailcause/ingest"
+	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/schemas"
+)
+
+// embeddedKafka starts an in-process kfake broker with the declared topics.
+func embeddedKafka() (*kfake.Cluster, error) {
+	topics, err := schemas.Topics()
+	if err != nil {
+		return nil, err
+	}
+	opts := []kfake.Opt{kfake.NumBrokers(1)}
+	for _, t := range topics {
+		opts = append(opts, kfake.SeedTopics(int32(t.Partitions), t.Name))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded kafka: %w", err)
+	}
+	return c, nil
+}
+
+// pipeline is ingest + enrich in one process.
+type pipeline struct {
+	kafka    *kfake.Cluster // nil with an external broker
+	brokers  []string
+	ingest   *ingest.Server
+	enrich   *enrich.Pipeline
+	producer *kafkax.Producer
+}
+
+type pipelineOptions struct {
+	embedded           bool
+	brokers            []string
+	grpcAddr, httpAddr string
+	token              string
+	enrich             enrich.Config
+	reg                prometheus.Registerer
+	// spans, metrics, logs override the topic names (tests use fresh ones).
+	spans, metrics, logs string
+}
+
+// startPipeline starts the roles; run() serves until ctx ends.
+func startPipeline(ctx context.Context, e *env, st *chstore.Store, o pipelineOptions) (*pipeline, error) {
+	p := &pipeline{brokers: o.brokers}
+	if o.embedded {
+		c, err := embeddedKafka()
+		if err != nil {
+			return nil, err
+		}
+		p.kafka, p.brokers = c, c.ListenAddrs()
+	}
+	pc := kafkax.DefaultConfig()
+	pc.Brokers = p.brokers
+	prod, err := kafkax.NewProducer(pc)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.producer = prod
+	ic := ingest.DefaultConfig()
+	ic.GRPCAddr, ic.HTTPAddr, ic.Token = o.grpcAddr, o.httpAddr, o.token
+	ec := o.enrich
+	ec.Brokers = p.brokers
+	if o.spans != "" {
+		ic.TracesTopic, ic.MetricsTopic, ic.LogsTopic = o.spans, o.metrics, o.logs
+		ec.SpansTopic, ec.MetricsTopic = o.spans, o.metrics
+	}
+	if p.ingest, err = ingest.New(ic, prod, o.reg, e.log); err != nil {
+		p.close()
+		return nil, err
+	}
+	if err := p.ingest.Start(ctx); err != nil {
+		p.close()
+		return nil, err
+	}
+	if p.enrich, err = enrich.New(ec, st, e.log); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// run serves until ctx ends, then shuts everything down.
+func (p *pipeline) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var enrichErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); enrichErr = p.enrich.Run(ctx) }()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ingest.DefaultConfig().ShutdownTimeout)
+	defer cancel()
+	ierr := p.ingest.Shutdown(sctx)
+	wg.Wait()
+	p.close()
+	return errors.Join(enrichErr, ierr)
+}
+
+func (p *pipeline) close() {
+	if p.producer != nil {
+		p.producer.Close()
+	}
+	if p.kafka != nil {
+		p.kafka.Close()
+	}
+}
+
+func (p *pipeline) httpEndpoint() string {
+	return "http://" + hostPort(p.ingest.HTTPAddr())
+}
+
+func hostPort(a net.Addr) string {
+	s := a.String()
+	if strings.HasPrefix(s, "[::]:") {
+		return "127.0.0.1:" + strings.TrimPrefix(s, "[::]:")
+	}
+	if strings.HasPrefix(s, "0.0.0.0:") {
+		return "127.0.0.1:" + strings.TrimPrefix(s, "0.0.0.0:")
+	}
+	return s
+}
+
+func cmdAll(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var sf storeFlags
+	sf.register(fs, e)
+	ec := enrich.DefaultConfig()
+	brokers := enrichFlags(fs, e, &ec)
+	embedded := fs.Bool("embedded-kafka", false, "run an in-process Kafka broker (kfake) instead of connecting to --kafka")
+	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
+	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
+	token := fs.String("token", e.getenv("TAILCAUSE_INGEST_TOKEN"), "bearer token required by ingest (env TAILCAUSE_INGEST_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := sf.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	p, err := startPipeline(ctx, e, st, pipelineOptions{
+		embedded: *embedded, brokers: splitList(*brokers), grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec,
+	})
+	if err != nil {
+		return err
+	}
+	e.log.Info("ingest + enrich running", "otlp_grpc", p.ingest.GRPCAddr(), "otlp_http", p.ingest.HTTPAddr(), "kafka", p.brokers, "embedded_kafka", *embedded, "clickhouse", sf.addr)
+	return p.run(ctx)
+}

@@ -1,0 +1,80 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// ClickHouseOptions returns clickhouse-go options for the test server at
+// addr, using database.
+//
+// clickhouse-go v2 talks to 18.16 (protocol revision 54412) over the native
+// protocol with no special settings; compression (LZ4, ZSTD) works too.
+// What does not work on 18.16, found by the tests of this package:
+//   - PrepareBatch("INSERT INTO t") without a column list: name the columns.
+//   - Exec("INSERT INTO t (...) VALUES (...)") with the data inline: 18.16
+//     waits for data blocks the driver never sends, and the call hangs until
+//     ReadTimeout. Insert with PrepareBatch, or INSERT ... SELECT.
+//   - The HTTP protocol (the driver sends client_protocol_version, unknown
+//     to 18.16) and AsyncInsert (wait_for_async_insert is unknown): any
+//     setting 18.16 does not know fails the query with code 115.
+//
+// ReadTimeout bounds each read so that such a hang fails the test.
+func ClickHouseOptions(addr, database string) *clickhouse.Options {
+	return &clickhouse.Options{
+		Protocol:    clickhouse.Native,
+		Addr:        []string{addr},
+		Auth:        clickhouse.Auth{Database: database, Username: "default"},
+		DialTimeout: 5 * time.Second,
+		ReadTimeout: 60 * time.Second,
+	}
+}
+
+// Connect opens a native-protocol connection to database on the server at
+// addr and closes it on cleanup.
+func Connect(t testing.TB, addr, database string) driver.Conn {
+	t.Helper()
+	conn, err := clickhouse.Open(ClickHouseOptions(addr, database))
+	if err != nil {
+		t.Fatalf("open ClickHouse %s/%s: %v", addr, database, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatalf("ping ClickHouse %s: %v", addr, err)
+	}
+	return conn
+}
+
+// FreshDatabase creates a uniquely named database on the server at addr and
+// drops it on cleanup; it returns the name.
+func FreshDatabase(t testing.TB, addr string) string {
+	t.Helper()
+	name := uniqueName(t, "test")
+	conn := Connect(t, addr, "default")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// A fresh connection: the test may have restarted the server.
+		c, err := clickhouse.Open(ClickHouseOptions(addr, "default"))
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close()
+		if err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return name
+}
