@@ -65,7 +65,7 @@ func TestFaultClickHouseOutage(t *testing.T) {
 	if n := rows(t, st, false); n != want {
 		t.Errorf("rows = %d, want %d: no loss, no duplicates", n, want)
 	}
-	checkFixtureRows(t, st)
+	otlpfixture.CheckRows(t, st.Conn())
 }
 
 // TestFaultKafkaRestart restarts the broker mid-stream: the consumers and
@@ -83,7 +83,7 @@ func TestFaultKafkaRestart(t *testing.T) {
 	if n := rows(t, st, true); n != want {
 		t.Errorf("rows = %d, want %d", n, want)
 	}
-	checkFixtureRows(t, st)
+	otlpfixture.CheckRows(t, st.Conn())
 }
 
 const childEnv = "TAILCAUSE_ENRICH_CHILD"
@@ -156,5 +156,5 @@ func TestFaultEnricherSIGKILL(t *testing.T) {
 	if n := count(t, st, "SELECT uniqExact(uid) FROM requests"); n != want {
 		t.Errorf("distinct uids = %d, want %d", n, want)
 	}
-	checkFixtureRows(t, st)
+	otlpfixture.CheckRows(t, st.Conn())
 }

@@ -78,5 +78,5 @@ func TestTwoInstancesOnRealKafka(t *testing.T) {
 	if n := count(t, st, "SELECT count() FROM engine_samples FINAL"); n != 8*otlpfixture.EngineScrapes {
 		t.Errorf("engine samples = %d: written once by the samples group, not once per instance", n)
 	}
-	checkFixtureRows(t, st)
+	otlpfixture.CheckRows(t, st.Conn())
 }
