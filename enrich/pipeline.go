@@ -290,7 +290,7 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 		return err
 	}
 	defer j.Close()
-	tick := time.NewTicker(200 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	lastInput := p.now()
 	ahead := uint64(p.cfg.MetricsAhead)
