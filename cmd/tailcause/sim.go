@@ -29,7 +29,7 @@ func cmdSim(ctx context.Context, e *env, args []string) error {
 		rateScale   = fs.Float64("rate-scale", 0, "multiply every model's request rate (default: the scenario's, else 1)")
 		compression = fs.Float64("time-compression", 0, "replay traces this many times faster than recorded (0: pick per model from its rate)")
 		trace       = fs.String("trace", "", "workload trace for every model: built-in name ("+strings.Join(faultlab.TraceNames(), ", ")+") or an Azure CSV / Mooncake JSONL file")
-		start       = fs.String("start", "", `simulated start: RFC3339 time, "now" (the run ends at the wall clock's now), or empty for `+faultlab.DefaultStart.Format(time.RFC3339))
+		start       = fs.String("start", "", `simulated start: RFC3339 time, "now" (the run ends at the wall clock's now), or empty for `+faultlab.DefaultStart().Format(time.RFC3339))
 		stepShare   = fs.Float64("step-span-share", d.StepSpanShare, "share of engines exporting SGLang-style spans with per-step decode_loop children")
 		vllmIv      = fs.Duration("vllm-interval", d.VLLMScrapeInterval, "scrape interval of the vLLM /metrics endpoints")
 		dcgmIv      = fs.Duration("dcgm-interval", d.DCGMScrapeInterval, "collection interval of dcgm-exporter")
@@ -151,6 +151,14 @@ func listScenarios(w io.Writer) error {
 			c = "(none)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, c, in.Description)
+	}
+	fmt.Fprintln(tw, "\nCAUSE\tTARGETS\tMAGNITUDE")
+	for _, c := range faultlab.Causes() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.ID, strings.Join(c.Targets, ","), c.Magnitude)
+	}
+	fmt.Fprintln(tw, "\nDECOY\tTARGETS\tMAGNITUDE")
+	for _, c := range faultlab.DecoyKinds() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.ID, strings.Join(c.Targets, ","), c.Magnitude)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,121 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	// Registers the gzip compressor with gRPC: the Collector's otlp exporter
+	// compresses with gzip by default.
+	_ "google.golang.org/grpc/encoding/gzip"
+
+	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/otlpkafka"
+)
+
+func (s *Server) newGRPCServer() *grpc.Server {
+	// MaxRecvMsgSize bounds the message after decompression too: grpc-go
+	// stops inflating at the limit, which is the gzip-bomb guard here.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+	ptraceotlp.RegisterGRPCServer(srv, &traceService{s: s})
+	pmetricotlp.RegisterGRPCServer(srv, &metricService{s: s})
+	plogotlp.RegisterGRPCServer(srv, &logService{s: s})
+	return srv
+}
+
+type traceService struct {
+	ptraceotlp.UnimplementedGRPCServer
+	s *Server
+}
+
+func (t *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	td := req.Traces()
+	var m ptrace.ProtoMarshaler
+	err := t.s.grpcExport(ctx, signalTraces, td.SpanCount(), m.TracesSize(td),
+		func(e *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
+			return e.AppendTraces(dst, buf, td)
+		})
+	return ptraceotlp.NewExportResponse(), err
+}
+
+type metricService struct {
+	pmetricotlp.UnimplementedGRPCServer
+	s *Server
+}
+
+func (ms *metricService) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	md := req.Metrics()
+	var m pmetric.ProtoMarshaler
+	err := ms.s.grpcExport(ctx, signalMetrics, md.DataPointCount(), m.MetricsSize(md),
+		func(e *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
+			return e.AppendMetrics(dst, buf, md)
+		})
+	return pmetricotlp.NewExportResponse(), err
+}
+
+type logService struct {
+	plogotlp.UnimplementedGRPCServer
+	s *Server
+}
+
+func (l *logService) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+	ld := req.Logs()
+	var m plog.ProtoMarshaler
+	err := l.s.grpcExport(ctx, signalLogs, ld.LogRecordCount(), m.LogsSize(ld),
+		func(e *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
+			return e.AppendLogs(dst, buf, ld)
+		})
+	return plogotlp.NewExportResponse(), err
+}
+
+// grpcExport is the gRPC side of every signal: auth, admission, export.
+func (s *Server) grpcExport(ctx context.Context, sig signal, items, size int, encode encodeFunc) error {
+	start := time.Now()
+	s.m.requests[transportGRPC][sig].Inc()
+	defer func() { s.m.duration[transportGRPC][sig].Observe(time.Since(start).Seconds()) }()
+	rej := func() *rejection {
+		if s.tokenHash != nil {
+			md, _ := metadata.FromIncomingContext(ctx)
+			vals := md.Get("authorization")
+			if len(vals) != 1 || !s.authorized(vals[0]) {
+				return reject(reasonUnauthenticated, "missing or invalid bearer token in authorization metadata", nil)
+			}
+		}
+		release, rej := s.admit()
+		if rej != nil {
+			return rej
+		}
+		defer release()
+		return s.export(ctx, transportGRPC, sig, items, encode)
+	}()
+	if rej != nil {
+		s.m.rejected.WithLabelValues(transportGRPC.String(), sig.String(), string(rej.reason)).Inc()
+		s.log.Debug("otlp/grpc request rejected", "signal", sig.String(), "reason", string(rej.reason), "err", rej)
+		return s.grpcStatus(rej)
+	}
+	s.m.bytes[transportGRPC][sig].Add(float64(size))
+	return nil
+}
+
+// grpcStatus is the OTLP/gRPC error for a rejection; retryable ones carry a
+// RetryInfo, without which OTLP clients do not retry ResourceExhausted.
+func (s *Server) grpcStatus(rej *rejection) error {
+	st := status.New(rej.reason.grpcCode(), rej.msg)
+	if rej.reason.retryable() {
+		if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.cfg.RetryAfter)}); err == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}

@@ -1,0 +1,33 @@
+// Package faultlab is the fault lab behind `tailcause sim`: a
+// discrete-event simulator of an LLM-serving fleet that emits real-format
+// telemetry (vLLM and SGLang request spans, vLLM engine metrics and
+// dcgm-exporter GPU metrics, shaped as an OpenTelemetry Collector delivers
+// them) for faults whose root cause is known.
+//
+// What it owns:
+//
+//   - the fleet model (fleet.go, hardware.go): hosts × GPUs × engines, each
+//     engine a pod holding TP GPUs and serving one model;
+//   - the engine (engine.go, kvcache.go): vLLM V1-style continuous batching
+//     with a token budget per step and chunked prefill, a paged KV cache with
+//     a prefix cache keyed by chained block hashes, preemption by recompute,
+//     and a roofline step-cost model calibrated to 7–70B models on H100/H200;
+//   - the GPU (gpu.go): SM clock under power and thermal governors,
+//     temperature, power, DRAM activity, PCIe traffic, XID errors, the
+//     clock-event reason bitmask;
+//   - the workload (workload.go): replays of the embedded real traces (Azure
+//     LLM inference 2023, Mooncake; see workloads/README.md for attribution
+//     and licences) or an external trace, with rate scaling, time
+//     compression and per-model mixes; a cache-aware router;
+//   - faults (scenario.go, scenarios/*.json): every cause of the design's
+//     taxonomy with onset, duration, magnitude and target, acting through
+//     the physics above, plus decoys; the ground truth of a run (truth.go);
+//   - output (emit.go): pdata batches to a Sink in event-time order, bounded
+//     in size; the sinks themselves live in package faultlab/sink.
+//
+// Determinism: every random draw comes from a math/rand/v2 PCG source
+// derived from Config.Seed, one per component; nothing iterates a map into
+// the output, and the wall clock is read only for progress reports (and by
+// the command for `--start now`). The same Config gives byte-identical
+// output.
+package faultlab

@@ -1,0 +1,319 @@
+package sink_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+
+	"github.com/tailcause/tailcause/internal/faultlab/sink"
+)
+
+// testTraces has two resources and three traces, interleaved.
+func testTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	for r, pod := range []string{"pod-a", "pod-b"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("k8s.pod.name", pod)
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("vllm.llm_engine")
+		for i := 0; i < 3; i++ {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName("llm_request")
+			sp.SetTraceID(pcommon.TraceID{byte(i + 1)})
+			sp.SetSpanID(pcommon.SpanID{byte(r + 1), byte(i + 1)})
+			sp.Attributes().PutDouble("gen_ai.latency.e2e", float64(i))
+		}
+	}
+	return td
+}
+
+func testMetrics() pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	for _, host := range []string{"node-1", "node-2"} {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "dcgm-exporter")
+		rm.Resource().Attributes().PutStr("host.name", host)
+		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("DCGM_FI_DEV_GPU_TEMP")
+		m.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(55)
+	}
+	return md
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	f := sink.NewFile(&buf)
+	ctx := context.Background()
+	if err := f.Traces(ctx, testTraces()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Metrics(ctx, testMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(nil, 1<<24)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"resourceSpans":`) || !strings.HasPrefix(lines[1], `{"resourceMetrics":`) {
+		t.Fatalf("lines: %q", lines)
+	}
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(lines[0]))
+	if err != nil || td.SpanCount() != 6 {
+		t.Fatalf("traces: %v, %d spans", err, td.SpanCount())
+	}
+	md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics([]byte(lines[1]))
+	if err != nil || md.DataPointCount() != 2 {
+		t.Fatalf("metrics: %v, %d points", err, md.DataPointCount())
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	spans, points := 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[r.URL.Path]++
+		if r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "bad content type", http.StatusUnsupportedMediaType)
+			return
+		}
+		if calls[r.URL.Path] == 1 { // the first call of each signal is refused: retried
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/v1/traces":
+			req := ptraceotlp.NewExportRequest()
+			if err := req.UnmarshalProto(body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			spans += req.Traces().SpanCount()
+		case "/v1/metrics":
+			req := pmetricotlp.NewExportRequest()
+			if err := req.UnmarshalProto(body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			points += req.Metrics().DataPointCount()
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	h, err := sink.NewHTTP(srv.URL+"/v1/traces", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Retry = sink.Retry{Attempts: 3, Backoff: time.Millisecond}
+	ctx := context.Background()
+	if err := h.Traces(ctx, testTraces()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Metrics(ctx, testMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	if spans != 6 || points != 2 || calls["/v1/traces"] != 2 || calls["/v1/metrics"] != 2 {
+		t.Fatalf("spans %d points %d calls %v", spans, points, calls)
+	}
+	bad, _ := sink.NewHTTP(srv.URL+"/nope", nil)
+	bad.Retry = sink.Retry{Attempts: 3, Backoff: time.Millisecond}
+	if err := bad.Traces(ctx, testTraces()); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("404 endpoint: %v", err)
+	}
+	if _, err := sink.NewHTTP("localhost:4318", nil); err == nil {
+		t.Error("accepted an endpoint without scheme")
+	}
+}
+
+type otlpServer struct {
+	mu            sync.Mutex
+	spans, points int
+}
+
+type traceSrv struct {
+	ptraceotlp.UnimplementedGRPCServer
+	*otlpServer
+}
+
+func (s *traceSrv) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spans += req.Traces().SpanCount()
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+type metricSrv struct {
+	pmetricotlp.UnimplementedGRPCServer
+	*otlpServer
+}
+
+func (s *metricSrv) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.points += req.Metrics().DataPointCount()
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+func TestGRPC(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	o := &otlpServer{}
+	ptraceotlp.RegisterGRPCServer(gs, &traceSrv{otlpServer: o})
+	pmetricotlp.RegisterGRPCServer(gs, &metricSrv{otlpServer: o})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	g, err := sink.DialGRPC(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.Traces(ctx, testTraces()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Metrics(ctx, testMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.spans != 6 || o.points != 2 {
+		t.Fatalf("server got %d spans, %d points", o.spans, o.points)
+	}
+}
+
+func TestTraceMessages(t *testing.T) {
+	msgs, err := sink.TraceMessages("otlp_spans", testTraces(), 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("%d messages, want one per trace", len(msgs))
+	}
+	for i, m := range msgs {
+		want := hex.EncodeToString((&pcommon.TraceID{byte(i + 1)})[:])
+		if string(m.Key) != want || m.Topic != "otlp_spans" {
+			t.Errorf("message %d: key %q topic %q, want %q", i, m.Key, m.Topic, want)
+		}
+		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if td.SpanCount() != 2 || td.ResourceSpans().Len() != 2 {
+			t.Errorf("message %d: %d spans in %d resources", i, td.SpanCount(), td.ResourceSpans().Len())
+		}
+		for _, rs := range td.ResourceSpans().All() {
+			if rs.ScopeSpans().At(0).Scope().Name() != "vllm.llm_engine" {
+				t.Error("scope lost")
+			}
+			for _, sp := range rs.ScopeSpans().At(0).Spans().All() {
+				if sp.TraceID().String() != want {
+					t.Errorf("message %d holds trace %s", i, sp.TraceID())
+				}
+			}
+		}
+	}
+	if _, err := sink.TraceMessages("otlp_spans", testTraces(), 10); err == nil {
+		t.Error("oversized message accepted")
+	}
+}
+
+func TestMetricMessages(t *testing.T) {
+	msgs, err := sink.MetricMessages("otlp_metrics", testMetrics(), 1_000_000)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("%d messages, %v", len(msgs), err)
+	}
+	if bytes.Equal(msgs[0].Key, msgs[1].Key) || len(msgs[0].Key) != 16 {
+		t.Errorf("keys %x %x", msgs[0].Key, msgs[1].Key)
+	}
+	a, b := pcommon.NewMap(), pcommon.NewMap()
+	a.PutStr("x", "1")
+	a.PutStr("y", "2")
+	b.PutStr("y", "2")
+	b.PutStr("x", "1")
+	if !bytes.Equal(sink.ResourceKey(a), sink.ResourceKey(b)) {
+		t.Error("resource key depends on attribute order")
+	}
+}
+
+// The Kafka sink against an in-process broker: records land on the
+// Collector's topics, one per trace, keyed by the hex trace id.
+func TestKafka(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "otlp_spans", "otlp_metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := sink.NewKafka(sink.KafkaConfig{Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := k.Traces(ctx, testTraces()); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Metrics(ctx, testMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("otlp_spans", "otlp_metrics"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string][]string{}
+	for n := 0; n < 5; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of 5 records: %v", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Topic] = append(got[r.Topic], string(r.Key))
+			n++
+		})
+	}
+	if len(got["otlp_spans"]) != 3 || len(got["otlp_metrics"]) != 2 {
+		t.Fatalf("records %v", got)
+	}
+	for _, key := range got["otlp_spans"] {
+		if len(key) != 32 {
+			t.Errorf("span record key %q is not a hex trace id", key)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// Package kafkax is the Kafka plumbing that several roles share, built on
+// github.com/segmentio/kafka-go:
+//
+//   - Record and Header, the one record shape every role produces;
+//   - Producer, a synchronous writer: WriteRecords returns only after the
+//     brokers acknowledged every record with acks=all, keys are placed with
+//     the murmur2 partitioner that Java clients, librdkafka and franz-go use
+//     (so a key lands on the same partition whoever writes it), and batches
+//     are bounded in records and bytes;
+//   - Error and IsRetriable, which tell a failure worth retrying later
+//     (broker down, leader moving, timeout) from a permanent one (record too
+//     large, authorization);
+//   - EnsureTopics and CheckTopics, which create the declared topics
+//     (schemas.Topics) and validate existing ones (`tailcause topics`).
+//
+// Everything here works against a real broker and against the in-process
+// kfake broker used by fast tests.
+package kafkax
