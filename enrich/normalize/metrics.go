@@ -64,6 +64,9 @@ func lookupMetric(name string) (metricSpec, bool) {
 		return eng(MetricGenerationTokens, Cumulative)
 	case "vllm:prompt_tokens_recomputed":
 		return eng(MetricRecomputedTokens, Cumulative)
+	case "vllm:request_success":
+		// Split by finished_reason; the model keeps one series per engine.
+		return metricSpec{family: FamilyEngine, metric: MetricRequestSuccess, kind: Cumulative, sumLabels: true}, true
 
 	// SGLang.
 	case "sglang:num_running_reqs":

@@ -132,6 +132,7 @@ const (
 	MetricPromptTokens     Metric = "prompt_tokens"     // counter, tokens
 	MetricGenerationTokens Metric = "generation_tokens" // counter, tokens
 	MetricRecomputedTokens Metric = "recomputed_tokens" // counter, tokens
+	MetricRequestSuccess   Metric = "request_success"   // counter, finished requests (all finish reasons)
 	MetricBatchSize        Metric = "batch_size"        // gauge (TGI)
 
 	MetricSMClock          Metric = "sm_clock_mhz"         // gauge
