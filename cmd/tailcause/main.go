@@ -38,6 +38,7 @@ func commands() map[string]command {
 		"migrate": {"apply the ClickHouse migrations (or --print the DDL for a server version)", cmdMigrate},
 		"all":     {"ingest + enrich in one process (--embedded-kafka: with an in-process broker)", cmdAll},
 		"enrich":  {"consume OTLP from Kafka, join requests with engine/GPU state, write ClickHouse", cmdEnrich},
+		"query":   {"serve the HTTP API, incident reports and alert webhooks over ClickHouse", cmdQuery},
 		"ingest":  {"receive OTLP (gRPC :4317, HTTP :4318) and write it to Kafka as the Collector's kafka exporter does", cmdIngest},
 		"topics":  {"create the declared Kafka topics (or --check them)", cmdTopics},
 	}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tailcause/tailcause/query"
+	"github.com/tailcause/tailcause/query/alert"
+)
+
+// cmdQuery serves the HTTP API and report pages, and runs the webhook
+// dispatcher (with the incident watcher) when --webhooks names a config.
+func cmdQuery(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("query", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var sf storeFlags
+	sf.register(fs, e)
+	cfg := query.DefaultConfig()
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&cfg.Token, "token", e.getenv("TAILCAUSE_QUERY_TOKEN"), "bearer token of the API (env TAILCAUSE_QUERY_TOKEN; at least 16 bytes)")
+	fs.BoolVar(&cfg.AllowNoAuth, "no-auth", false, "serve without authentication (local demos only)")
+	fs.StringVar(&cfg.BaseURL, "base-url", e.getenv("TAILCAUSE_QUERY_BASE_URL"), "external URL of this server, for report links in alerts (env TAILCAUSE_QUERY_BASE_URL)")
+	fs.DurationVar(&cfg.MaxRange, "max-range", cfg.MaxRange, "longest time range of request-level queries")
+	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", cfg.QueryTimeout, "bound on the ClickHouse queries of one API request")
+	webhooks := fs.String("webhooks", "", "webhook receivers config (JSON, see deploy/config/webhooks.example.json); empty sends no alerts")
+	watch := fs.Duration("watch-every", 5*time.Second, "with --webhooks: how often to scan the incidents table for events (0 disables the watcher)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
+	}
+	if cfg.BaseURL == "" && *listen != "" {
+		if host, port, err := net.SplitHostPort(*listen); err == nil {
+			if host == "" || host == "0.0.0.0" || host == "::" {
+				host = "127.0.0.1"
+			}
+			cfg.BaseURL = "http://" + net.JoinHostPort(host, port)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var wcfg *alert.Config
+	if *webhooks != "" {
+		c, err := alert.LoadConfig(*webhooks)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		wcfg = &c
+	}
+
+	st, err := sf.open(ctx, e, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := query.New(st.Conn(), cfg, query.Options{Logger: e.log, Registerer: reg, Gatherer: reg})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	if wcfg != nil {
+		d, err := alert.NewDispatcher(st, *wcfg, alert.Options{Logger: e.log, Getenv: e.getenv, ReportURL: srv.ReportURL, Registerer: reg})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- d.Run(ctx) }()
+		if *watch > 0 {
+			w := alert.NewWatcher(d, *watch, 24*time.Hour)
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- w.Run(ctx) }()
+		}
+		e.log.Info("alert dispatcher running", "receivers", len(wcfg.Receivers))
+	}
+	hs := srv.HTTPServer(*listen)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	e.log.Info("query API listening", "addr", ln.Addr().String(), "database", st.Database(), "auth", cfg.Token != "")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("serve http: %w", err)
+			cancel()
+		}
+	}()
+	<-ctx.Done()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		e.log.Warn("http shutdown", "err", err)
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}

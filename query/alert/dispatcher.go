@@ -1,0 +1,401 @@
+package alert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options carries what main injects; nil fields take defaults.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time // default time.Now
+	// Rand draws the backoff jitter; default a PCG seeded from Now. Tests
+	// pass a seeded source.
+	Rand *rand.Rand
+	// Getenv resolves receivers' SecretEnv (main passes os.Getenv).
+	Getenv func(string) string
+	// Client sends the requests; its redirects are never followed (a
+	// redirected webhook is a configuration error). Default: a new client.
+	Client *http.Client
+	// ReportURL makes the report link of an incident; nil sends none.
+	ReportURL func(incidentID string) string
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Dispatcher enqueues incident events into the outbox and delivers them.
+// Run delivers until its context ends; Enqueue may be called at any time,
+// also while Run is not running (the rows wait in ClickHouse).
+type Dispatcher struct {
+	db        Store
+	cfg       Config
+	log       *slog.Logger
+	now       func() time.Time
+	client    *http.Client
+	reportURL func(string) string
+	receivers map[string]receiver
+	order     []string
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	enqMu sync.Mutex    // serialises Enqueue's read-then-insert
+	wake  chan struct{} // Enqueue → Run, capacity 1
+	m     *metrics
+}
+
+type receiver struct {
+	Receiver
+	secret []byte
+	events map[EventKind]bool // nil: all
+}
+
+// NewDispatcher checks the config, resolves the receivers' secrets and
+// returns a dispatcher over db (migrated with 0003_alerts.sql).
+func NewDispatcher(db Store, cfg Config, opts Options) (*Dispatcher, error) {
+	if db == nil {
+		return nil, errors.New("new alert dispatcher: nil store")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{db: db, cfg: cfg, log: opts.Logger, now: opts.Now, rand: opts.Rand, reportURL: opts.ReportURL,
+		receivers: map[string]receiver{}, wake: make(chan struct{}, 1)}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.rand == nil {
+		seed := uint64(d.now().UnixNano())
+		d.rand = rand.New(rand.NewPCG(seed, seed>>1|1))
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	base := opts.Client
+	if base == nil {
+		base = &http.Client{}
+	}
+	c := *base
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	d.client = &c
+	for _, r := range cfg.Receivers {
+		rc := receiver{Receiver: r}
+		if r.SecretEnv != "" {
+			s := getenv(r.SecretEnv)
+			if s == "" {
+				return nil, fmt.Errorf("new alert dispatcher: receiver %q: environment variable %s (its secret) is empty", r.Name, r.SecretEnv)
+			}
+			rc.secret = []byte(s)
+		}
+		if len(r.Events) > 0 {
+			rc.events = map[EventKind]bool{}
+			for _, e := range r.Events {
+				rc.events[e] = true
+			}
+		}
+		d.receivers[r.Name] = rc
+		d.order = append(d.order, r.Name)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	d.m = m
+	return d, nil
+}
+
+// Enqueue writes ev to the outbox, one row per receiver that takes its
+// kind, before any delivery is tried; it returns how many rows it wrote.
+// It is idempotent: an event already in the outbox (same delivery id and
+// receiver), or one grouped with an earlier event of the incident (see
+// grouped), writes nothing. An error means nothing may have been written:
+// call again.
+func (d *Dispatcher) Enqueue(ctx context.Context, ev Event) (int, error) {
+	if err := ev.validate(); err != nil {
+		return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
+	}
+	d.enqMu.Lock()
+	defer d.enqMu.Unlock()
+	have, err := existing(ctx, d.db, ev.DeliveryID())
+	if err != nil {
+		return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
+	}
+	if len(have) == 0 {
+		dup, reason, err := grouped(ctx, d.db, ev)
+		if err != nil {
+			return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
+		}
+		if dup {
+			d.m.skipped.WithLabelValues(reason).Inc()
+			return 0, nil
+		}
+	}
+	now := d.now().UTC()
+	var rows [][]any
+	for _, name := range d.order {
+		r := d.receivers[name]
+		if have[name] || (r.events != nil && !r.events[ev.Kind]) {
+			continue
+		}
+		rows = append(rows, []any{ev.DeliveryID(), name, ev.IncidentID, ev.Version, string(ev.Kind), string(ev.Payload),
+			uint64(now.UnixNano()), now.Truncate(time.Second)})
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if err := d.db.Insert(ctx, outboxTable, rows); err != nil {
+		return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
+	}
+	d.m.enqueued.WithLabelValues(string(ev.Kind)).Add(float64(len(rows)))
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	return len(rows), nil
+}
+
+// Run delivers due outbox rows until ctx ends, scanning every
+// PollInterval and whenever Enqueue adds rows. A ClickHouse failure is
+// logged and retried at the next scan. It returns nil when ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-d.wake:
+		}
+		n, err := d.DeliverDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("alert dispatch scan failed", "err", err)
+		}
+		wait := time.Duration(d.cfg.PollInterval)
+		if n == d.cfg.Batch {
+			wait = 0 // a full batch: more are probably due
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+// DeliverDue runs one scan: it attempts every due delivery (at most Batch,
+// Concurrency at a time), records each attempt, and returns how many it
+// attempted.
+func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+	now := d.now()
+	list, err := due(ctx, d.db, now, outboxLookback(time.Duration(d.cfg.MaxAge)), d.cfg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	if len(list) == 0 {
+		return 0, nil
+	}
+	idSet := map[string]bool{}
+	var ids []string
+	for _, p := range list {
+		if !idSet[p.deliveryID] {
+			idSet[p.deliveryID] = true
+			ids = append(ids, p.deliveryID)
+		}
+	}
+	docs, err := payloads(ctx, d.db, ids)
+	if err != nil {
+		return 0, err
+	}
+	results := make([][]any, len(list))
+	sem := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, p := range list {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = d.attempt(ctx, p, docs[p.deliveryID])
+		}()
+	}
+	wg.Wait()
+	var rows [][]any
+	for _, r := range results {
+		if r != nil {
+			rows = append(rows, r)
+		}
+	}
+	// Recorded even when ctx has ended, so a delivery that happened is not
+	// repeated needlessly; bounded by its own timeout.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := d.db.Insert(rctx, attemptsTable, rows); err != nil {
+		// The deliveries will be attempted again: at least once.
+		return len(list), fmt.Errorf("record %d delivery attempts: %w", len(rows), err)
+	}
+	return len(list), nil
+}
+
+// attempt delivers one (delivery, receiver) and returns its attempt row,
+// or nil when ctx ended mid-flight (nothing is recorded; it is retried).
+func (d *Dispatcher) attempt(ctx context.Context, p pending, doc []byte) []any {
+	start := d.now()
+	n := uint32(p.attempts + 1)
+	row := func(state string, code int, errText string, next time.Time) []any {
+		d.m.attempts.WithLabelValues(p.receiver, state).Inc()
+		var nextNs uint64
+		if !next.IsZero() {
+			nextNs = uint64(next.UnixNano())
+		}
+		if len(errText) > 500 {
+			errText = errText[:500]
+		}
+		return []any{p.deliveryID, p.receiver, n, state, uint16(code), errText,
+			float64(d.now().Sub(start)) / float64(time.Millisecond), uint64(start.UnixNano()), start.UTC().Truncate(time.Second), nextNs}
+	}
+	r, ok := d.receivers[p.receiver]
+	if !ok {
+		return row(StateFailed, 0, "receiver is no longer configured", time.Time{})
+	}
+	if doc == nil {
+		return row(StateFailed, 0, "outbox payload missing", time.Time{})
+	}
+	if age := start.Sub(time.Unix(0, int64(p.createdNs))); age > time.Duration(d.cfg.MaxAge) {
+		return row(StateFailed, 0, fmt.Sprintf("given up: still undelivered %v after it was enqueued (max_age %v)", age.Round(time.Second), time.Duration(d.cfg.MaxAge)), time.Time{})
+	}
+	ev := Event{IncidentID: p.incidentID, Version: p.version, Kind: p.event, Payload: doc}
+	var link string
+	if d.reportURL != nil {
+		link = d.reportURL(p.incidentID)
+	}
+	b, err := body(r.Format, ev, link)
+	if err != nil {
+		return row(StateFailed, 0, err.Error(), time.Time{})
+	}
+	code, retryAfter, err := d.send(ctx, r, ev, n, b)
+	if ctx.Err() != nil {
+		return nil
+	}
+	switch {
+	case err == nil && code >= 200 && code < 300:
+		return row(StateDelivered, code, "", time.Time{})
+	case err == nil && !retriable(code):
+		return row(StateFailed, code, fmt.Sprintf("permanent failure: HTTP %d", code), time.Time{})
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	} else {
+		msg = fmt.Sprintf("HTTP %d", code)
+	}
+	if int(n) >= d.cfg.MaxAttempts {
+		return row(StateFailed, code, fmt.Sprintf("given up after %d attempts: %s", n, msg), time.Time{})
+	}
+	wait := d.backoff(int(n))
+	if retryAfter > wait {
+		wait = min(retryAfter, time.Duration(d.cfg.MaxBackoff))
+	}
+	return row(StateRetry, code, msg, d.now().Add(wait))
+}
+
+// retriable: server errors, timeouts, rate limits; other statuses are the
+// request's or the configuration's fault and will not change by retrying.
+func retriable(code int) bool {
+	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code == http.StatusTooEarly
+}
+
+// backoff is the wait after the n-th failed attempt: InitialBackoff·2^(n-1)
+// capped at MaxBackoff, drawn uniformly from [b/2, b) ("equal jitter").
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := time.Duration(d.cfg.InitialBackoff)
+	for i := 1; i < n && b < time.Duration(d.cfg.MaxBackoff); i++ {
+		b *= 2
+	}
+	b = min(b, time.Duration(d.cfg.MaxBackoff))
+	half := b / 2
+	d.randMu.Lock()
+	j := time.Duration(d.rand.Int64N(int64(half) + 1))
+	d.randMu.Unlock()
+	return half + j
+}
+
+// send POSTs one delivery; it returns the status and the Retry-After wait.
+func (d *Dispatcher) send(ctx context.Context, r receiver, ev Event, attempt uint32, b []byte) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.Timeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(b))
+	if err != nil {
+		return 0, 0, fmt.Errorf("build request to %s: %w", r.Name, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "tailcause-alert/1")
+	req.Header.Set(HeaderDelivery, ev.DeliveryID())
+	req.Header.Set(HeaderEvent, string(ev.Kind))
+	req.Header.Set(HeaderAttempt, strconv.FormatUint(uint64(attempt), 10))
+	if r.secret != nil {
+		req.Header.Set(HeaderSignature, Sign(r.secret, d.now(), b))
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("post to %s: %w", r.Name, redact(err, r.URL))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	var ra time.Duration
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(v); err == nil && s > 0 {
+			ra = time.Duration(s) * time.Second
+		}
+	}
+	return resp.StatusCode, ra, nil
+}
+
+// redact keeps webhook URLs (whose paths are often secrets, as in Slack's)
+// out of recorded errors.
+func redact(err error, u string) error {
+	return errors.New(strings.ReplaceAll(err.Error(), u, "<receiver url>"))
+}
+
+type metrics struct {
+	enqueued *prometheus.CounterVec
+	skipped  *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "enqueued_total",
+			Help: "Outbox rows written, by event."}, []string{"event"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "grouped_total",
+			Help: "Events not enqueued because an earlier event of the incident covers them, by reason."}, []string{"reason"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "attempts_total",
+			Help: "Delivery attempts by receiver and resulting state (delivered, retry, failed)."}, []string{"receiver", "state"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.enqueued, m.skipped, m.attempts} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register alert metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
