@@ -37,6 +37,7 @@ func commands() map[string]command {
 		"sim":     {"simulate an LLM-serving fleet with injected faults (the fault lab)", cmdSim},
 		"migrate": {"apply the ClickHouse migrations (or --print the DDL for a server version)", cmdMigrate},
 		"all":     {"ingest + enrich in one process (--embedded-kafka: with an in-process broker)", cmdAll},
+		"demo":    {"the whole story in one command: fault lab → pipeline → incident → webhook → report", cmdDemo},
 		"eval":    {"run the fault-lab scenario suite through the pipeline and score the culprit ranking", cmdEval},
 		"enrich":  {"consume OTLP from Kafka, join requests with engine/GPU state, write ClickHouse", cmdEnrich},
 		"rank":    {"rank the root causes of a tail-latency breach in a time window", cmdRank},
