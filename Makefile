@@ -9,7 +9,17 @@ FAULT_RUN ?= Fault
 PKGS ?= ./...
 DEMO_FLAGS ?=
 
-.PHONY: build test services-up services-down fmt vet bench demo
+.PHONY: build test services-up services-down fmt vet bench demo collector
+
+# The OpenTelemetry Collector build of deploy/otelcol that the Collector
+# tests run (cmd/tailcause/collector_e2e_test.go, deploy/otelcol). build.sh
+# caches it under $(TAILCAUSE_CACHE)/otelcol and skips the build when the
+# cached binary matches the manifest; the first build takes minutes.
+TAILCAUSE_CACHE ?= $(HOME)/.cache/tailcause
+export TAILCAUSE_OTELCOL_BIN ?= $(TAILCAUSE_CACHE)/otelcol/bin/otelcol-tailcause
+
+collector:
+	@TAILCAUSE_CACHE='$(TAILCAUSE_CACHE)' bash deploy/otelcol/build.sh >/dev/null
 
 build:
 	$(GO) build -o bin/tailcause ./cmd/tailcause
@@ -17,7 +27,7 @@ build:
 # Brings ClickHouse and Kafka up, runs every test against them, and always
 # brings them down again; the exit status is the tests'. The fault pass runs
 # first, so that the main pass's summary is what ends the output.
-test:
+test: collector
 	@set -euo pipefail; \
 	trap 'rc=$$?; $(SERVICES) down || { echo "make test: services down failed" >&2; [ $$rc -ne 0 ] || rc=1; }; exit $$rc' EXIT; \
 	env_lines="$$($(SERVICES) up)"; \
