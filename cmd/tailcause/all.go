@@ -16,6 +16,7 @@ import (
 	"github.com/tailcause/tailcause/ingest"
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/obs"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -147,6 +148,8 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
 	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
 	token := fs.String("token", e.getenv("TAILCAUSE_INGEST_TOKEN"), "bearer token required by ingest (env TAILCAUSE_INGEST_TOKEN)")
+	var of obsFlags
+	of.register(fs, e)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -155,12 +158,20 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	reg := obs.NewRegistry()
 	p, err := startPipeline(ctx, e, st, pipelineOptions{
-		embedded: *embedded, brokers: splitList(*brokers), grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec,
+		embedded: *embedded, brokers: splitList(*brokers), grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec, reg: reg,
 	})
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(enrichCollectors(p.enrich)...)
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(p.brokers, ec.SpansTopic, ec.MetricsTopic))
+	if err != nil {
+		p.close()
+		return err
+	}
+	defer stopObs()
 	e.log.Info("ingest + enrich running", "otlp_grpc", p.ingest.GRPCAddr(), "otlp_http", p.ingest.HTTPAddr(), "kafka", p.brokers, "embedded_kafka", *embedded, "clickhouse", sf.addr)
 	return p.run(ctx)
 }

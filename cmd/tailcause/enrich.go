@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/enrich"
+	"github.com/tailcause/tailcause/internal/obs"
 )
 
 func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *string {
@@ -29,6 +30,8 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	sf.register(fs, e)
 	cfg := enrich.DefaultConfig()
 	brokers := enrichFlags(fs, e, &cfg)
+	var of obsFlags
+	of.register(fs, e)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +46,13 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	reg := obs.NewRegistry()
+	reg.MustRegister(enrichCollectors(p)...)
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(cfg.Brokers, cfg.SpansTopic, cfg.MetricsTopic))
+	if err != nil {
+		return err
+	}
+	defer stopObs()
 	e.log.Info("enrich running", "kafka", cfg.Brokers, "clickhouse", sf.addr, "database", sf.database)
 	return p.Run(ctx)
 }

@@ -5,17 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tailcause/tailcause/ingest"
 	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/obs"
 )
 
 // cmdIngest runs the OTLP receiver that writes to Kafka.
@@ -35,7 +29,8 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Encoding.MaxMessageBytes, "max-message-bytes", cfg.Encoding.MaxMessageBytes, "largest record value; bigger payloads are split (producer::max_message_bytes)")
 	fs.BoolVar(&cfg.Encoding.SignalHeader, "signal-header", cfg.Encoding.SignalHeader, "add the otelcol.signal header to every record")
 	fs.StringVar(&pcfg.Compression, "compression", pcfg.Compression, "Kafka compression: none, gzip, snappy, lz4, zstd")
-	metricsAddr := fs.String("metrics-addr", ":9464", "Prometheus /metrics listen address (empty: off)")
+	var of obsFlags
+	of.register(fs, e)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,8 +45,7 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := obs.NewRegistry()
 	prod, err := kafkax.NewProducer(pcfg)
 	if err != nil {
 		return err
@@ -62,42 +56,14 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	stopMetrics, err := serveMetrics(ctx, e, *metricsAddr, reg)
+	stopObs, err := of.start(ctx, e, reg, obs.KafkaCheck(pcfg.Brokers, cfg.TracesTopic, cfg.MetricsTopic, cfg.LogsTopic))
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-	e.log.Info("ingest starting", "kafka", pcfg.Brokers, "grpc", cfg.GRPCAddr, "http", cfg.HTTPAddr, "metrics", *metricsAddr)
+	defer stopObs()
+	e.log.Info("ingest starting", "kafka", pcfg.Brokers, "grpc", cfg.GRPCAddr, "http", cfg.HTTPAddr, "metrics", of.addr)
 	if err := srv.Run(ctx); err != nil {
 		return fmt.Errorf("run ingest: %w", err)
 	}
 	return nil
-}
-
-// serveMetrics serves reg on addr until the returned stop is called.
-func serveMetrics(ctx context.Context, e *env, addr string, reg *prometheus.Registry) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			e.log.Error("serve metrics", "err", err)
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		<-done
-	}, nil
 }
