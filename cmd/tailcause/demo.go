@@ -86,16 +86,17 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	window := rankWindow(truth)
 	res, err := an.Analyze(ctx, causal.Request{
 		SLO:    causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: map[string]string{"model": model}},
-		Window: causal.Interval{Start: truth.Start, End: truth.End},
+		Window: window,
 	})
 	if err != nil {
 		return err
 	}
 	in := res.Incident
 	say(4, "rank %s..%s, scope model=%s: status %s, P99 %.0f ms against a baseline of %.0f ms",
-		truth.Start.Format(time.RFC3339), truth.End.Format(time.RFC3339), model, in.Status, in.ObservedP99MS, in.BaselineP99MS)
+		window.Start.Format(time.RFC3339), window.End.Format(time.RFC3339), model, in.Status, in.ObservedP99MS, in.BaselineP99MS)
 	printCulprits(e.stdout, in)
 	verdict := groundTruthVerdict(in, truth)
 	fmt.Fprintln(e.stdout, verdict)

@@ -175,10 +175,11 @@ func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint6
 	if len(truth.Faults) > 0 {
 		faultModel = truth.Faults[0].Entity.Model
 	}
+	window := rankWindow(truth)
 	for _, ms := range truth.Stats.Models {
 		res, err := an.Analyze(ctx, causal.Request{
 			SLO:    causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: map[string]string{"model": ms.Model}},
-			Window: causal.Interval{Start: truth.Start, End: truth.End},
+			Window: window,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("analyze %s: %w", ms.Model, err))
@@ -207,6 +208,19 @@ func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint6
 	}
 	r.Seconds = time.Since(t0).Seconds()
 	return r
+}
+
+// rankWindow is the question the on-call engineer asks when the fault is
+// at its worst: "why is the tail bad since the start of the run?" — from
+// the run's start (no earlier data: the baseline is the healthy stretch
+// before the breach, found by change-point detection) to the end of the
+// first fault. Fault-free runs are asked about the same share of the run.
+func rankWindow(truth *faultlab.Truth) causal.Interval {
+	end := truth.Start.Add(time.Duration(0.7 * float64(truth.End.Sub(truth.Start))))
+	if len(truth.Faults) > 0 {
+		end = truth.Faults[0].End
+	}
+	return causal.Interval{Start: truth.Start, End: end}
 }
 
 // entityMatches: the top culprit names the entity the fault acted on, at
