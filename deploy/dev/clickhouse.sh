@@ -34,6 +34,8 @@ RUN_AS=clickhouse
 
 say() { echo "clickhouse: $*" >&2; }
 die() { say "error: $*"; exit 1; }
+# shellcheck source=deploy/dev/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ensure_installed() {
 	if [[ -x "$SERVER" && -x "$CLIENT" ]]; then
@@ -226,38 +228,6 @@ start() {
 	done
 	say "ready (pid $pid, version $("$CLIENT" --host 127.0.0.1 --port "$CH_TCP_PORT" -q 'SELECT version()'))"
 	address
-}
-
-# stop_pid sends SIGTERM, waits, then SIGKILL.
-stop_pid() {
-	local pid=$1 i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 150; i++)); do # 30 s
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.2
-	done
-	say "pid $pid ignored SIGTERM for 30s; killing"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.2
-	done
-	die "pid $pid survived SIGKILL"
-}
-
-stop() {
-	local purge=${1:-} pid
-	if pid=$(running_pid); then
-		say "stopping pid $pid"
-		stop_pid "$pid"
-	else
-		say "not running"
-	fi
-	rm -f "$PIDFILE"
-	if [[ "$purge" == --purge ]]; then
-		say "purging $STATE"
-		rm -rf "$STATE"
-	fi
 }
 
 status() {

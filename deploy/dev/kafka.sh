@@ -42,6 +42,8 @@ DATA="${STATE}/data"
 
 say() { echo "kafka: $*" >&2; }
 die() { say "error: $*"; exit 1; }
+# shellcheck source=deploy/dev/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 address() { echo "TAILCAUSE_KAFKA=127.0.0.1:${KAFKA_PORT}"; }
 
@@ -222,44 +224,12 @@ start() {
 	done
 	if ! wait "$probe"; then
 		log_tail
-		stop_pid "$pid"
+		stop_pid "$pid" "$KAFKA_STOP_TIMEOUT"
 		rm -f "$PIDFILE"
 		die "broker not ready on 127.0.0.1:${KAFKA_PORT} within ${KAFKA_START_TIMEOUT}s"
 	fi
 	say "running (pid $pid)"
 	address
-}
-
-# stop_pid sends SIGTERM (a controlled shutdown), waits, then SIGKILL.
-stop_pid() {
-	local pid=$1 i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < KAFKA_STOP_TIMEOUT * 5; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.2
-	done
-	say "pid $pid ignored SIGTERM for ${KAFKA_STOP_TIMEOUT}s; killing"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.2
-	done
-	die "pid $pid survived SIGKILL"
-}
-
-stop() {
-	local purge=${1:-} pid
-	if pid=$(running_pid); then
-		say "stopping pid $pid"
-		stop_pid "$pid"
-	else
-		say "not running"
-	fi
-	rm -f "$PIDFILE"
-	if [[ "$purge" == --purge ]]; then
-		say "purging $STATE"
-		rm -rf "$STATE"
-	fi
 }
 
 status() {
@@ -278,8 +248,8 @@ status() {
 
 case "${1:-}" in
 start) start ;;
-stop) stop "${2:-}" ;;
-restart) stop && start ;;
+stop) stop "${2:-}" "$KAFKA_STOP_TIMEOUT" ;;
+restart) stop "" "$KAFKA_STOP_TIMEOUT" && start ;;
 status) status ;;
 env) address ;;
 *)
