@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ type Incident struct {
 	TailRequests  int64     `json:"tail_requests"`
 	Culprits      []Culprit `json:"culprits"`
 	Method        Method    `json:"method"`
+	// Notes are the analyzer's remarks (baseline found by change point,
+	// unstable intervals, ...): an extra field of v1, absent when empty.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // SLO is the objective the incident is about.
@@ -108,7 +112,20 @@ func (in Incident) MarshalJSON() ([]byte, error) {
 	if p.SLO.Scope == nil {
 		p.SLO.Scope = map[string]string{}
 	}
-	return json.Marshal(p)
+	return marshalNoHTML(p)
+}
+
+// marshalNoHTML is json.Marshal without HTML escaping, so that an Encoder
+// with SetEscapeHTML(false) prints evidence such as "kv_usage_max >= 0.9"
+// as written (json.Marshal of the document still escapes <, > and &).
+func marshalNoHTML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // MarshalJSON writes one culprit with non-null lists.
@@ -120,7 +137,7 @@ func (c Culprit) MarshalJSON() ([]byte, error) {
 			*l = []string{}
 		}
 	}
-	return json.Marshal(p)
+	return marshalNoHTML(p)
 }
 
 // Validate checks what JSON cannot express: finite numbers, known causes and

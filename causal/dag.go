@@ -96,8 +96,17 @@ func (n Node) Delta(normalLevel float64) string {
 
 // QuoteString renders s as a ClickHouse string literal.
 func QuoteString(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
-	return "'" + r.Replace(s) + "'"
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' || s[i] == '\'' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // FormatFloat renders v as a SQL numeric literal that ClickHouse parses back

@@ -1,7 +1,7 @@
-// Package causal is the mathematical core of tailcause's root-cause ranking:
-// it says why the tail latency of an LLM inference fleet broke.
+// Package causal is the causal stage of tailcause: it says why the tail
+// latency of an LLM inference fleet broke, and where.
 //
-// It owns, all pure Go with no I/O:
+// The mathematical core is pure Go with no I/O:
 //
 //   - the causal DAG (dag.go): nodes with a role, the SQL expression over
 //     the requests table that measures them, the taxonomy cause they stand
@@ -10,8 +10,10 @@
 //     latent confounding leaves none (backdoor.go);
 //   - least squares from sufficient statistics with classical and
 //     HC0/HC1/HC3 robust standard errors (ols.go), and the ClickHouse SQL of
-//     the two aggregation passes that feed it (sql.go): XᵀX, Xᵀy, yᵀy in one
-//     SELECT, then the meat sums from residuals and leverages;
+//     the two aggregation passes that feed it (sql.go; design.go for several
+//     outcomes sharing one design, with placement fixed effects as factors):
+//     XᵀX, Xᵀy, yᵀy in one SELECT, then the meat sums from residuals and
+//     leverages;
 //   - per-cause estimators (estimate.go): linear-probability model of the
 //     tail indicator and log-latency model, effect in milliseconds,
 //     attributable fraction, counterfactual P99 under do(cause = normal);
@@ -21,11 +23,24 @@
 //     change points of a P99 series to find where a breach began (breach.go);
 //   - the ranked-culprits document, v1 (culprits.go).
 //
+// On top of it, talking to ClickHouse only through the small Querier and
+// Inserter interfaces (querier.go):
+//
+//   - the Analyzer (analyze.go, run.go, attribute.go, fit.go): one
+//     question "why was the tail bad in this window?" answered with a v1
+//     Incident — baseline resolution, breach detection, the two passes per
+//     candidate cause, localization to the engine or GPU that carries a
+//     mechanism, health, evidence, exemplars, entity.degraded, ranking;
+//   - incident persistence (incidents.go) and the scheduled mode's
+//     lifecycle: open, update on a new top culprit, resolve (lifecycle.go).
+//
 // Heavy aggregation happens in ClickHouse; functions here take small
 // aggregated inputs (sufficient statistics, meats, samples of the slowest
-// rows) and return small answers. Manners follow gonum/stat: a nil options
-// pointer means defaults, panics are reserved for programmer errors, tests
-// use seeded randomness.
+// rows) and return small answers. Every generated query runs on ClickHouse
+// 18.16 (no JOIN, no JSONExtract, no toStartOfInterval, no DateTime64).
+// Manners follow gonum/stat: a nil options pointer means defaults, panics
+// are reserved for programmer errors, tests use seeded randomness. The
+// decisions are written down in DESIGN-causal.md.
 //
 // Reference values in testdata/ come from independent computations
 // (numpy/statsmodels/scipy); the scripts and the versions used sit next to

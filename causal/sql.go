@@ -165,14 +165,27 @@ func ResidualSQL(outcome string, regressors []string, beta []float64) string {
 }
 
 func linearSQL(xs []string, w []float64) string {
-	var b strings.Builder
+	terms := make([]string, len(xs))
 	for j, x := range xs {
-		if j > 0 {
-			b.WriteString(" + ")
-		}
-		b.WriteString(FormatFloat(w[j]) + " * " + x)
+		terms[j] = FormatFloat(w[j]) + " * " + x
 	}
-	return b.String()
+	return sumSQL(terms)
+}
+
+// maxChain is the longest a + b + … chain sumSQL writes flat. ClickHouse
+// parses a chain into a left-deep tree, and refuses trees deeper than
+// max_ast_depth (1000 by default, "AST is too deep", code 167): the
+// leverage of 40 regressors alone has 820 terms.
+const maxChain = 32
+
+// sumSQL renders the sum of terms: flat up to maxChain terms, beyond as a
+// balanced tree of parenthesised halves (depth O(log n)).
+func sumSQL(terms []string) string {
+	if len(terms) <= maxChain {
+		return strings.Join(terms, " + ")
+	}
+	h := len(terms) / 2
+	return "(" + sumSQL(terms[:h]) + ") + (" + sumSQL(terms[h:]) + ")"
 }
 
 // LeverageSQL renders h_i = x_iᵀ (XᵀX)⁻¹ x_i as SQL over the given
@@ -182,20 +195,17 @@ func LeverageSQL(regressors []string, xtxInv mat.Symmetric) string {
 	if xtxInv.SymmetricDim() != p {
 		panic(fmt.Sprintf("causal: LeverageSQL: %d regressors, %d×%d matrix", p, xtxInv.SymmetricDim(), xtxInv.SymmetricDim()))
 	}
-	var b strings.Builder
+	terms := make([]string, 0, p*(p+1)/2)
 	for j := 0; j < p; j++ {
 		for k := j; k < p; k++ {
 			a := xtxInv.At(j, k)
 			if k != j {
 				a *= 2
 			}
-			if b.Len() > 0 {
-				b.WriteString(" + ")
-			}
-			fmt.Fprintf(&b, "%s * %s * %s", FormatFloat(a), regressors[j], regressors[k])
+			terms = append(terms, fmt.Sprintf("%s * %s * %s", FormatFloat(a), regressors[j], regressors[k]))
 		}
 	}
-	return b.String()
+	return sumSQL(terms)
 }
 
 // MeatColumns names the columns of the second-pass result, in order: n,

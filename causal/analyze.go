@@ -1,0 +1,320 @@
+package causal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config tunes the Analyzer. DefaultConfig gives the values below; the
+// zero value is not usable (Validate says why).
+type Config struct {
+	// Table is the enriched requests table (schemas/clickhouse 0001). It is
+	// read with FINAL: delivery is at least once and duplicates collapse only
+	// on merge.
+	Table string
+	// DAG is the causal DAG; nil means DefaultDAG.
+	DAG *DAG
+	// Causes restricts the candidates to these taxonomy causes (nil: every
+	// cause node of the DAG, and entity.degraded).
+	Causes []Cause
+	// Level is the confidence level of the quantile intervals used for
+	// breach detection (0.95).
+	Level float64
+	// MinRequests is the fewest window requests on which a breach may be
+	// declared (1000; never below MinSampleSize(quantile, Level)).
+	MinRequests int
+	// MinBaselineRequests is the fewest requests a baseline needs (1000).
+	MinBaselineRequests int
+	// MinRelIncrease is the margin of the baseline rule (DetectBreach): the
+	// window's lower bound must exceed the baseline's upper bound by this
+	// share (0.2). It is also the shift BreachStart looks for.
+	MinRelIncrease float64
+	// BaselineLength is the default baseline: the stretch right before the
+	// window (1h), used when it holds MinBaselineRequests.
+	BaselineLength time.Duration
+	// KnotQuantiles are the pooled quantiles at which continuous adjusters
+	// get hinge terms ({0.5, 0.75, 0.9, 0.98}).
+	KnotQuantiles []float64
+	// MinEntityRows is the fewest rows an engine or GPU needs for its own
+	// fixed-effect column, and to be scored or blamed (30).
+	MinEntityRows int
+	// MaxEntities caps the fixed-effect columns of one placement node (64);
+	// the smallest entities fall into the reference level.
+	MaxEntities int
+	// MinAF is the smallest attributable fraction reported as a culprit
+	// (0.05); the fraction's 95% interval must also exclude 0.
+	MinAF float64
+	// MaxCulprits caps the ranked list (5).
+	MaxCulprits int
+	// LocalizeShare is the share of a cause's affected tail requests that
+	// the engines or GPUs named must carry (0.5). One entity carrying it
+	// alone is the culprit's entity; several, each carrying at least
+	// SplitShare (0.2), get a culprit each (the same effect, the
+	// attributable fraction split by their affected requests); otherwise
+	// the culprit acts on the whole scope.
+	LocalizeShare float64
+	SplitShare    float64
+	// DegradedHealth is the health below which an engine or GPU is
+	// examined for entity.degraded (0.1).
+	DegradedHealth float64
+	// Exemplars is the number of exemplar trace ids per culprit (3).
+	Exemplars int
+	// Version is method.version of the documents (the build version).
+	Version string
+	// Logger receives warnings (nil: discarded).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Table:               "requests",
+		Level:               0.95,
+		MinRequests:         1000,
+		MinBaselineRequests: 1000,
+		MinRelIncrease:      0.2,
+		BaselineLength:      time.Hour,
+		KnotQuantiles:       []float64{0.5, 0.75, 0.9, 0.98},
+		MinEntityRows:       30,
+		MaxEntities:         64,
+		MinAF:               0.05,
+		MaxCulprits:         5,
+		LocalizeShare:       0.5,
+		SplitShare:          0.2,
+		DegradedHealth:      0.1,
+		Exemplars:           3,
+		Version:             "dev",
+	}
+}
+
+// Validate reports every configuration mistake.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, k := range c.Causes {
+		if !k.Valid() {
+			bad("cause %q is not in the taxonomy", k)
+		}
+	}
+	if !identifier(c.Table) {
+		bad("table %q: want a plain identifier (optionally db.table)", c.Table)
+	}
+	if !(c.Level > 0 && c.Level < 1) {
+		bad("level %v outside (0,1)", c.Level)
+	}
+	if c.MinRequests < 1 || c.MinBaselineRequests < 1 {
+		bad("min requests %d / min baseline requests %d must be >= 1", c.MinRequests, c.MinBaselineRequests)
+	}
+	if !(c.MinRelIncrease >= 0) || math.IsInf(c.MinRelIncrease, 0) {
+		bad("min relative increase %v must be finite and >= 0", c.MinRelIncrease)
+	}
+	if c.BaselineLength <= 0 {
+		bad("baseline length %v must be > 0", c.BaselineLength)
+	}
+	for _, q := range c.KnotQuantiles {
+		if !(q > 0 && q < 1) {
+			bad("knot quantile %v outside (0,1)", q)
+		}
+	}
+	if c.MinEntityRows < 1 || c.MaxEntities < 1 || c.MaxCulprits < 1 || c.Exemplars < 0 {
+		bad("min entity rows %d, max entities %d, max culprits %d must be >= 1 and exemplars %d >= 0", c.MinEntityRows, c.MaxEntities, c.MaxCulprits, c.Exemplars)
+	}
+	if !(c.MinAF >= 0 && c.MinAF < 1) {
+		bad("min attributable fraction %v outside [0,1)", c.MinAF)
+	}
+	if !(c.LocalizeShare > 0 && c.LocalizeShare <= 1) {
+		bad("localize share %v outside (0,1]", c.LocalizeShare)
+	}
+	if !(c.SplitShare > 0 && c.SplitShare <= c.LocalizeShare) {
+		bad("split share %v outside (0, localize share]", c.SplitShare)
+	}
+	if !(c.DegradedHealth >= 0 && c.DegradedHealth < 1) {
+		bad("degraded health %v outside [0,1)", c.DegradedHealth)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid causal config: %w", err)
+	}
+	return nil
+}
+
+func identifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || !isIdentStart(part[0]) {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			if !isIdent(part[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isIdentStart(b byte) bool { return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
+
+// Analyzer answers "why was the tail bad in this window?" from the
+// enriched requests in ClickHouse. Heavy aggregation runs in ClickHouse
+// (counts, quantiles, XᵀX/Xᵀy and the meats, per-entity counts); the
+// algebra runs here. It is safe for concurrent use: it keeps no state
+// between analyses.
+type Analyzer struct {
+	db  Querier
+	cfg Config
+	dag *DAG
+	log *slog.Logger
+}
+
+// NewAnalyzer validates cfg and returns an Analyzer reading through db.
+func NewAnalyzer(db Querier, cfg Config) (*Analyzer, error) {
+	if db == nil {
+		return nil, errors.New("new analyzer: nil querier")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := cfg.DAG
+	if g == nil {
+		var err error
+		if g, err = DefaultDAG(); err != nil {
+			return nil, fmt.Errorf("new analyzer: %w", err)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Analyzer{db: db, cfg: cfg, dag: g, log: log}, nil
+}
+
+// Config returns the analyzer's configuration.
+func (a *Analyzer) Config() Config { return a.cfg }
+
+// Request is one question: the SLO (its scope selects the requests), the
+// window, and optionally the baseline to compare with.
+type Request struct {
+	// SLO: Signal defaults to "e2e_latency", Quantile to 0.99. ThresholdMS 0
+	// means no SLO threshold: only the baseline rule can declare a breach.
+	SLO    SLO
+	Window Interval
+	// Baseline, when set, is used as is. Otherwise: the BaselineLength
+	// before the window when it holds enough requests, else the healthy
+	// part of the window before the breach began (change points of the
+	// per-bucket quantile series), else none.
+	Baseline *Interval
+	// IncidentID is written into the document when it fires; empty means
+	// one derived from the scope and the window (IncidentID).
+	IncidentID string
+}
+
+// ScopeColumns are the requests columns a scope may select on.
+var scopeColumns = []string{"service", "model", "host", "pod", "namespace", "service_instance", "engine", "gpu", "source"}
+
+// ScopeColumns returns the requests columns a scope may select on.
+func ScopeColumns() []string { return append([]string(nil), scopeColumns...) }
+
+// Baseline sources, as Analysis.BaselineSource reports them.
+const (
+	BaselineExplicit    = "explicit"
+	BaselinePreceding   = "preceding"
+	BaselineChangePoint = "change_point"
+	BaselineNone        = "none"
+)
+
+// Analysis is the outcome of Analyze: the v1 document and what led to it.
+type Analysis struct {
+	Incident Incident
+	Breach   Breach
+	// BaselineSource says where the baseline came from (Baseline*).
+	BaselineSource string
+	// WindowQuantile and BaselineQuantile are the SLO quantile with its
+	// interval (BaselineQuantile.N == 0 without a baseline).
+	WindowQuantile, BaselineQuantile QuantileCI
+	// TailThresholdMS defines "tail request" for the tail model, the
+	// attributable fraction and the health scores: the SLO threshold, or
+	// the baseline quantile when there is no threshold.
+	TailThresholdMS float64
+	// Candidates are every cause examined, culprits or not, in DAG order.
+	Candidates []Candidate
+	// Notes are warnings and decisions worth showing (also logged).
+	Notes []string
+	// Queries counts the SQL queries sent; QueryTime their total latency.
+	Queries   int
+	QueryTime time.Duration
+}
+
+// Candidate is one cause examined.
+type Candidate struct {
+	Cause       Cause
+	Node        string // DAG node (for entity.degraded: "engine" or "gpu")
+	Entity      Entity
+	AdjustedFor []string
+	Regressors  int
+	Rows        float64 // rows of the fits (baseline and window)
+	Estimate    CauseEstimate
+	MaxLeverage float64
+	Health      float64
+	Evidence    []string
+	Exemplars   []string
+	// Split marks a per-entity share of a cause spread over several
+	// engines or GPUs (Config.SplitShare); the cause's own candidate is
+	// then not a culprit.
+	Split bool
+	// Skipped says why the cause was not estimated ("" when it was).
+	Skipped string
+	// Culprit is set when the cause made the ranked list.
+	Culprit bool
+}
+
+// Analyze answers req. Errors are store or configuration failures; a window
+// without a breach is not an error (Incident.Status is StatusOK).
+func (a *Analyzer) Analyze(ctx context.Context, req Request) (*Analysis, error) {
+	r, err := a.newRun(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.analyze(); err != nil {
+		return nil, err
+	}
+	return r.result(), nil
+}
+
+// IncidentID derives a stable incident id from the scope and the start of
+// the breach: "inc-20260314-0905-<8 hex of the scope>".
+func IncidentID(scope map[string]string, start time.Time) string {
+	return "inc-" + start.UTC().Format("20060102-1504") + "-" + scopeHash(scope)
+}
+
+// ScopeString is the canonical form of a scope: "k=v,k=v", keys sorted.
+func ScopeString(scope map[string]string) string {
+	keys := make([]string, 0, len(scope))
+	for k := range scope {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + scope[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func scopeHash(scope map[string]string) string {
+	// FNV-1a, 32 bits: stable across processes and versions.
+	h := uint32(2166136261)
+	for _, c := range []byte(ScopeString(scope)) {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return fmt.Sprintf("%08x", h)
+}

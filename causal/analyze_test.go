@@ -1,0 +1,275 @@
+package causal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+
+var synthStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+
+// analyzeScenario inserts the scenario's rows into a fresh database and
+// analyzes req.
+func analyzeScenario(t *testing.T, s synthScenario, req Request) *Analysis {
+	t.Helper()
+	st := testStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if s.Start.IsZero() {
+		s.Start = synthStart
+	}
+	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Version = "test"
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := NewAnalyzer(StoreDB(st), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	an, err := a.Analyze(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(an.Incident, "", "  ")
+	t.Logf("analysis in %v (%d queries, %v in ClickHouse), baseline %s, breach %+v, tail > %.0f ms\n%s",
+		time.Since(t0), an.Queries, an.QueryTime, an.BaselineSource, an.Breach, an.TailThresholdMS, b)
+	for _, c := range an.Candidates {
+		e := c.Estimate
+		t.Logf("candidate %-28s %-22s culprit=%-5v AF=%.3f %v lpm=%.4f±%.4f log=%.3f±%.3f effect=%.0f cf=%.0f p=%d skipped=%q",
+			c.Cause, c.Node, c.Culprit, e.Attributed.Value, e.Attributed.CI, e.LPM.Beta, e.LPM.SE, e.Log.Beta, e.Log.SE, e.EffectMS, e.CounterfactualMS, c.Regressors, c.Skipped)
+	}
+	if err := an.Incident.Validate(); err != nil {
+		t.Errorf("invalid document: %v", err)
+	}
+	return an
+}
+
+func window(from, to time.Duration) Interval {
+	return Interval{Start: synthStart.Add(from), End: synthStart.Add(to)}
+}
+
+var llama = map[string]string{"model": "llama-3-8b"}
+
+// culprit returns the culprit of cause c, or nil.
+func culprit(in Incident, c Cause) *Culprit {
+	for i := range in.Culprits {
+		if in.Culprits[i].Cause == c {
+			return &in.Culprits[i]
+		}
+	}
+	return nil
+}
+
+// checkTop asserts the rank-1 culprit and the sanity of its numbers: a
+// positive effect with an interval around it, a sizeable attributable
+// fraction, a counterfactual quantile close to the baseline's (a single
+// strong cause explains the breach), evidence and exemplars.
+func checkTop(t *testing.T, an *Analysis, cause Cause, entity Entity, minAF float64) {
+	t.Helper()
+	in := an.Incident
+	if in.Status != StatusFiring || len(in.Culprits) == 0 {
+		t.Fatalf("status %s with %d culprits, want firing with %s", in.Status, len(in.Culprits), cause)
+	}
+	top := in.Culprits[0]
+	if top.Cause != cause || top.Entity != entity {
+		t.Fatalf("top culprit %s %+v, want %s %+v", top.Cause, top.Entity, cause, entity)
+	}
+	if !(top.EffectMS > 0 && top.CI95MS[0] > 0 && top.CI95MS[0] <= top.EffectMS && top.EffectMS <= top.CI95MS[1]) {
+		t.Errorf("effect %v ms, interval %v", top.EffectMS, top.CI95MS)
+	}
+	if top.AttributableFraction < minAF {
+		t.Errorf("attributable fraction %v < %v", top.AttributableFraction, minAF)
+	}
+	if r := top.CounterfactualP99MS / in.BaselineP99MS; r < 0.85 || r > 1.15 {
+		t.Errorf("counterfactual P99 %v ms vs baseline %v ms (ratio %.2f): removing the only cause should restore the baseline", top.CounterfactualP99MS, in.BaselineP99MS, r)
+	}
+	if !(top.CounterfactualP99MS < in.ObservedP99MS) {
+		t.Errorf("counterfactual %v not below observed %v", top.CounterfactualP99MS, in.ObservedP99MS)
+	}
+	if len(top.Evidence) < 2 || len(top.ExemplarTraceIDs) == 0 {
+		t.Errorf("evidence %q, exemplars %q", top.Evidence, top.ExemplarTraceIDs)
+	}
+	if in.TailRequests <= 0 || in.Requests <= in.TailRequests || in.ObservedP99MS <= in.BaselineP99MS {
+		t.Errorf("requests %d, tail %d, P99 %v vs baseline %v", in.Requests, in.TailRequests, in.ObservedP99MS, in.BaselineP99MS)
+	}
+}
+
+func engineEntity(h, g int) Entity {
+	return Entity{Host: hostName(h), Engine: fmt.Sprint(g), Pod: podName(h, g), Model: "llama-3-8b", GPU: gpuName(h, g)}
+}
+
+// (a) A KV-cache fault on one engine, judged against an SLO threshold.
+func TestAnalyzeKVFault(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 1, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama, ThresholdMS: 18000}, Window: window(30*time.Minute, time.Hour)})
+	if an.BaselineSource != BaselinePreceding || !an.Breach.Breached || an.Breach.Reasons[0] != "slo" {
+		t.Errorf("baseline %s, breach %+v", an.BaselineSource, an.Breach)
+	}
+	checkTop(t, an, CauseKVPreemption, engineEntity(1, 1), 0.5)
+	top := an.Incident.Culprits[0]
+	if top.Health > 0.1 || !slices.Contains(top.AdjustedFor, "prompt_tokens") || !slices.Contains(top.AdjustedFor, "engine") {
+		t.Errorf("health %v, adjusted for %v", top.Health, top.AdjustedFor)
+	}
+	if c := culprit(an.Incident, CauseEntityDegraded); c != nil {
+		t.Errorf("entity.degraded reported although the KV mechanism explains the engine: %+v", c)
+	}
+}
+
+// (b) The decoy: prompts got longer, KV usage rose with them, no KV fault.
+func TestAnalyzeLongPromptDecoy(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 2, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "long_prompts"}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, CauseLongPrompts, Entity{Model: "llama-3-8b"}, 0.5)
+	for _, c := range an.Candidates {
+		if c.Cause == CauseKVPreemption {
+			if c.Skipped != "" || c.Culprit || c.Estimate.Attributed.Value > 0.05 {
+				t.Errorf("kv decoy: skipped %q, culprit %v, AF %v", c.Skipped, c.Culprit, c.Estimate.Attributed.Value)
+			}
+			// Unadjusted, KV exposure looks like the cause.
+			if ev := c.Estimate.LPM.Beta; ev > 0.02 {
+				t.Errorf("kv decoy: adjusted tail effect %v", ev)
+			}
+		}
+	}
+}
+
+// (c) A thermal throttle on one GPU while PCIe traffic of another GPU
+// rises tenfold without effect.
+func TestAnalyzeThermal(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 3, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}, {Kind: "pcie_harmless", Host: 0, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, CauseThermalThrottle, Entity{Host: hostName(2), GPU: gpuName(2, 0)}, 0.4)
+	for _, c := range []Cause{CausePCIeContention, CauseEntityDegraded} {
+		if cu := culprit(an.Incident, c); cu != nil {
+			t.Errorf("%s reported: %+v", c, cu)
+		}
+	}
+}
+
+// (d) No fault: no incident, with and without an SLO threshold.
+func TestAnalyzeNoFault(t *testing.T) {
+	st := testStore(t)
+	ctx := context.Background()
+	if _, err := insertSynth(ctx, st.Conn(), synthScenario{Seed: 4, Start: synthStart, Duration: time.Hour}, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, thr := range []float64{0, 18000} {
+		an, err := a.Analyze(ctx, Request{SLO: SLO{Scope: llama, ThresholdMS: thr}, Window: window(30*time.Minute, time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := an.Incident
+		if in.Status != StatusOK || len(in.Culprits) != 0 || in.IncidentID != "" || in.Validate() != nil {
+			t.Errorf("threshold %v: status %s, %d culprits, id %q", thr, in.Status, len(in.Culprits), in.IncidentID)
+		}
+		if in.ObservedP99MS <= 0 || in.BaselineP99MS <= 0 || in.Requests < 20000 {
+			t.Errorf("threshold %v: P99 %v baseline %v requests %d", thr, in.ObservedP99MS, in.BaselineP99MS, in.Requests)
+		}
+	}
+	// The scheduled mode over the same hour opens nothing.
+	lc, err := NewLifecycle(a, StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: 5 * time.Minute, ResolveAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at := 15 * time.Minute; at <= time.Hour; at += 5 * time.Minute {
+		tr, err := lc.Evaluate(ctx, SLO{Scope: llama}, synthStart.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Kind != TransitionNone {
+			t.Errorf("at %v: %s %+v", at, tr.Kind, tr.Record.Incident.Culprits)
+		}
+	}
+	recs, err := LoadIncidents(ctx, StoreDB(st), "")
+	if err != nil || len(recs) != 0 {
+		t.Errorf("%d incidents stored (%v)", len(recs), err)
+	}
+}
+
+// (e) No data before --from: the baseline is the healthy start of the
+// window, found by change points of the P99 series.
+func TestAnalyzeChangePoint(t *testing.T) {
+	faultAt := 25 * time.Minute
+	an := analyzeScenario(t, synthScenario{Seed: 6, Duration: time.Hour, FaultFrom: faultAt,
+		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(0, time.Hour)})
+	if an.BaselineSource != BaselineChangePoint {
+		t.Fatalf("baseline source %s", an.BaselineSource)
+	}
+	b := an.Incident.Baseline
+	if !b.Start.Equal(synthStart) || b.End.Sub(synthStart.Add(faultAt)).Abs() > 3*time.Minute || !an.Incident.Window.Start.Equal(b.End) {
+		t.Errorf("baseline %s, window %s; the fault began at %s", fmtInterval(b), fmtInterval(an.Incident.Window), synthStart.Add(faultAt).Format(time.RFC3339))
+	}
+	checkTop(t, an, CauseKVPreemption, engineEntity(1, 1), 0.5)
+}
+
+// An engine slows down with no metric moving: entity.degraded.
+func TestAnalyzeDegraded(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 5, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 3, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, CauseEntityDegraded, engineEntity(3, 1), 0.5)
+}
+
+// Other signals run end to end (causes not upstream of the outcome are
+// skipped with a reason) and give valid documents.
+func TestAnalyzeSignals(t *testing.T) {
+	st := testStore(t)
+	ctx := context.Background()
+	s := synthScenario{Seed: 7, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "thermal", Host: 0, GPU: 0}}}
+	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []string{"ttft", "tpot"} {
+		an, err := a.Analyze(ctx, Request{SLO: SLO{Signal: sig, Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+		if err != nil {
+			t.Fatalf("%s: %v", sig, err)
+		}
+		if err := an.Incident.Validate(); err != nil {
+			t.Errorf("%s: %v", sig, err)
+		}
+		t.Logf("%s: %s P99 %.0f (baseline %.0f) top %q", sig, an.Incident.Status, an.Incident.ObservedP99MS, an.Incident.BaselineP99MS, TopCulprit(an.Incident))
+		switch sig {
+		case "tpot": // the throttle slows decoding: it must be found
+			if c := an.Incident.Culprits; len(c) == 0 || c[0].Cause != CauseThermalThrottle || c[0].Entity.GPU != gpuName(0, 0) {
+				t.Errorf("tpot: culprits %+v", c)
+			}
+		case "ttft": // the synthetic TTFT does not depend on the clock
+			if an.Incident.Status != StatusOK {
+				t.Errorf("ttft: %s with %+v", an.Incident.Status, an.Incident.Culprits)
+			}
+		}
+	}
+	if _, err := a.Analyze(ctx, Request{SLO: SLO{Signal: "nope"}, Window: window(0, time.Hour)}); err == nil {
+		t.Error("unknown signal accepted")
+	}
+	if _, err := a.Analyze(ctx, Request{SLO: SLO{Scope: map[string]string{"x; DROP": "1"}}, Window: window(0, time.Hour)}); err == nil {
+		t.Error("unknown scope key accepted")
+	}
+}

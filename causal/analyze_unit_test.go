@@ -1,0 +1,178 @@
+package causal
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.Table = "requests; DROP TABLE x"
+	c.Level = 1
+	c.Causes = []Cause{"nope"}
+	c.SplitShare = 0.9
+	err := c.Validate()
+	for _, want := range []string{"table", "level", "nope", "split share"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+	if _, err := NewAnalyzer(nil, DefaultConfig()); err == nil {
+		t.Error("nil querier accepted")
+	}
+}
+
+func TestIncidentIDStable(t *testing.T) {
+	at := time.Date(2026, 3, 14, 9, 5, 30, 0, time.UTC)
+	a := IncidentID(map[string]string{"model": "m", "service": "s"}, at)
+	b := IncidentID(map[string]string{"service": "s", "model": "m"}, at.In(time.FixedZone("x", 3600)))
+	if a != b || !strings.HasPrefix(a, "inc-20260314-0905-") || len(a) != len("inc-20260314-0905-")+8 {
+		t.Errorf("ids %q %q", a, b)
+	}
+	if a == IncidentID(map[string]string{"model": "other"}, at) {
+		t.Error("scopes collide")
+	}
+	if got := ScopeString(map[string]string{"service": "s", "model": "m"}); got != "model=m,service=s" {
+		t.Errorf("ScopeString = %q", got)
+	}
+	if got := EntityString(Entity{GPU: "g", Host: "h", Model: "m"}); got != "host=h,gpu=g,model=m" {
+		t.Errorf("EntityString = %q", got)
+	}
+}
+
+func TestTopChanged(t *testing.T) {
+	c := func(cause Cause, gpu string) Culprit { return Culprit{Cause: cause, Entity: Entity{GPU: gpu}} }
+	in := func(cs ...Culprit) Incident { return Incident{Culprits: cs} }
+	for _, tc := range []struct {
+		old, cur Incident
+		want     bool
+	}{
+		{in(c(CauseThermalThrottle, "a"), c(CauseThermalThrottle, "b")), in(c(CauseThermalThrottle, "b"), c(CauseThermalThrottle, "a")), false},
+		{in(c(CauseThermalThrottle, "a")), in(c(CauseThermalThrottle, "b")), true},
+		{in(c(CauseThermalThrottle, "a")), in(c(CauseKVPreemption, "")), true},
+		{in(), in(c(CauseKVPreemption, "")), true},
+		{in(c(CauseKVPreemption, "")), in(), false},
+	} {
+		if got := topChanged(tc.old, tc.cur); got != tc.want {
+			t.Errorf("topChanged(%v, %v) = %v", TopCulprit(tc.old), TopCulprit(tc.cur), got)
+		}
+	}
+}
+
+// Quantile mapping: a window whose values are the baseline's plus 100
+// maps every value back by 100.
+func TestQuantileMapping(t *testing.T) {
+	base := make([]float64, len(gridProbs))
+	win := make([]float64, len(gridProbs))
+	for i, p := range gridProbs {
+		base[i] = 1000 * p
+		win[i] = 1000*p + 100
+	}
+	nq := &nodeQuantiles{base: base, win: win, pooled: base, nBase: 1, nWin: 1}
+	for _, v := range []float64{150, 600, 1099} {
+		if d := nq.delta(v); math.Abs(d-100) > 1e-9 {
+			t.Errorf("delta(%v) = %v, want 100", v, d)
+		}
+	}
+	if d := nq.delta(math.NaN()); d != 0 {
+		t.Errorf("delta(NaN) = %v", d)
+	}
+	all, aff := nq.meanDelta()
+	if math.Abs(all-100) > 1e-9 || math.Abs(aff-100) > 1e-9 {
+		t.Errorf("meanDelta = %v, %v", all, aff)
+	}
+	// No shift: nothing to undo.
+	same := &nodeQuantiles{base: base, win: base, pooled: base, nBase: 1, nWin: 1}
+	if all, _ := same.meanDelta(); all != 0 {
+		t.Errorf("meanDelta without a shift = %v", all)
+	}
+	// Knots: distinct, strictly inside the range.
+	steps := make([]float64, len(gridProbs))
+	for i := range steps {
+		steps[i] = math.Floor(gridProbs[i] * 2) // 0, 0, …, 1, 1, 2
+	}
+	k := (&nodeQuantiles{pooled: steps}).knots([]float64{0.25, 0.5, 0.75, 0.9})
+	if len(k) != 1 || k[0] != 1 {
+		t.Errorf("knots %v, want [1]", k)
+	}
+}
+
+// AssembleSuffStats from per-group sums equals the statistics of the rows
+// with explicit indicator columns.
+func TestAssembleFactors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	levels := []string{"a", "b", "c"}
+	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
+		Factors: []Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
+	groups := map[string]*GroupRow{}
+	want := NewSuffStats(4, nil)
+	var wsum float64
+	for i := 0; i < 500; i++ {
+		g := rng.IntN(3)
+		x := rng.NormFloat64()
+		y := 2*x + float64(g) + rng.NormFloat64()
+		row := []float64{1, x, 0, 0}
+		if g > 0 {
+			row[1+g] = 1
+		}
+		want.Add(row, y)
+		wsum += x
+		gr := groups[levels[g]]
+		if gr == nil {
+			gr = &GroupRow{Labels: []string{levels[g]}, Values: make([]float64, len(d.SuffStatsColumns()))}
+			groups[levels[g]] = gr
+		}
+		v := gr.Values
+		// n, xx_0_0, xx_0_1, xx_1_1, x_0, x_1, xy_0_0, xy_0_1, y_0, yy_0, s_0
+		for k, add := range []float64{1, 1, x, x * x, 1, x, y, x * y, y, y * y, x} {
+			v[k] += add
+		}
+	}
+	var rows []GroupRow
+	for _, l := range levels {
+		rows = append(rows, *groups[l])
+	}
+	got, sums, err := d.AssembleSuffStats(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].N != want.N || math.Abs(got[0].YtY-want.YtY) > 1e-9 || math.Abs(sums[0]-wsum) > 1e-9 {
+		t.Fatalf("n %v yy %v sum %v, want %v %v %v", got[0].N, got[0].YtY, sums[0], want.N, want.YtY, wsum)
+	}
+	if !mat.EqualApprox(got[0].XtX, want.XtX, 1e-9) || !mat.EqualApprox(got[0].XtY, want.XtY, 1e-9) {
+		t.Errorf("XᵀX\n%v\nwant\n%v", mat.Formatted(got[0].XtX), mat.Formatted(want.XtX))
+	}
+	// Keep drops a level and a regressor consistently.
+	k := d.Keep([]int{0, 1, 3})
+	if k.P() != 3 || len(k.Factors[0].Levels) != 1 || k.Factors[0].Levels[0] != "c" || strings.Join(k.ColumnNames(), ",") != "1,x,g=c" {
+		t.Errorf("Keep: %+v %v", k, k.ColumnNames())
+	}
+	// The factor terms of the second pass are transform() lookups.
+	f, err := FitOLS(got[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := d.MeatSQL([]*OLS{f}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(q, "transform(tc_f0, ['b', 'c'], [") || strings.Contains(q, "JOIN") {
+		t.Errorf("meat SQL:\n%s", q)
+	}
+}
+
+func TestQuoteString(t *testing.T) {
+	for in, want := range map[string]string{"a": "'a'", "it's": `'it\'s'`, `a\b`: `'a\\b'`, "": "''"} {
+		if got := QuoteString(in); got != want {
+			t.Errorf("QuoteString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,683 @@
+package causal
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Where a cause acts, and so which entity a culprit names.
+const (
+	kindEngine   = "engine"   // engine state: host/engine/pod/model
+	kindGPU      = "gpu"      // hardware: host/gpu
+	kindWorkload = "workload" // request shape: the scope (model/service)
+)
+
+// causeRun is one candidate cause being estimated.
+type causeRun struct {
+	node       Node
+	kind       string
+	adjust     []string
+	continuous bool   // treatment is the level, not an exposure indicator
+	treatment  string // Float64 SQL
+	exposed    string // SQL boolean: the request is affected (exposure, or level above elevated)
+	label      string // readable form of exposed
+	elevated   float64
+	entityKey  string // localized engine/gpu key, "" for the scope
+	pidx       int    // index in placementRow.exp / entityStats.exp
+	split      bool   // a per-entity share of a cause spread over entities
+	col        int    // index in r.causes and topRow.vals (-1: degraded)
+	// degraded: the placement node of the entity examined (entityKey).
+	placement *Node
+	splitInto int // per-entity culprits made of this cause
+
+	// Aggregates.
+	exp        expCounts // totals over placements
+	affectedMS float64
+	affectedN  float64
+	meanDelta  float64 // continuous: mean Δ over window rows (quantile mapping)
+	typDelta   float64 // continuous: mean Δ of affected rows
+	cand       Candidate
+}
+
+// expCounts are exposure counts of one cause in one placement group.
+type expCounts struct{ wTailExp, wExp, bExp, bTailExp float64 }
+
+func (e *expCounts) add(o expCounts) {
+	e.wTailExp += o.wTailExp
+	e.wExp += o.wExp
+	e.bExp += o.bExp
+	e.bTailExp += o.bTailExp
+}
+
+// nodeQuantiles are quantiles of a continuous node on gridProbs.
+type nodeQuantiles struct {
+	base, win, pooled []float64
+	nBase, nWin       float64
+}
+
+var gridProbs = func() []float64 {
+	p := make([]float64, 101)
+	for i := range p {
+		p[i] = float64(i) / 100
+	}
+	return p
+}()
+
+// interp evaluates the piecewise-linear function through (xs, ys) at x,
+// xs nondecreasing; flat outside.
+func interp(xs, ys []float64, x float64) float64 {
+	n := len(xs)
+	if x <= xs[0] {
+		return ys[0]
+	}
+	if x >= xs[n-1] {
+		return ys[n-1]
+	}
+	i := sort.SearchFloat64s(xs, x) // xs[i-1] < x <= xs[i]
+	if xs[i] == x {
+		// Ties: the middle of the flat run.
+		j := i
+		for j+1 < n && xs[j+1] == x {
+			j++
+		}
+		return (ys[i] + ys[j]) / 2
+	}
+	t := (x - xs[i-1]) / (xs[i] - xs[i-1])
+	return ys[i-1] + t*(ys[i]-ys[i-1])
+}
+
+// delta is Δ for level v under quantile mapping: how far v sits above the
+// baseline value of the same rank, v − Q_base(F_window(v)), clipped at 0.
+// Without a baseline, the window median stands in for the normal level.
+func (nq *nodeQuantiles) delta(v float64) float64 {
+	if math.IsNaN(v) || nq.nWin == 0 {
+		return 0
+	}
+	if nq.nBase == 0 {
+		return math.Max(v-nq.win[50], 0)
+	}
+	p := interp(nq.win, gridProbs, v)
+	return math.Max(v-interp(gridProbs, nq.base, p), 0)
+}
+
+// meanDelta is the mean Δ over the window rows and over those with Δ > 0,
+// from the quantile grids (trapezoid rule over probability).
+func (nq *nodeQuantiles) meanDelta() (all, affected float64) {
+	if nq.nWin == 0 {
+		return 0, 0
+	}
+	var s, w, sa, wa float64
+	for i := range gridProbs {
+		wt := 1.0
+		if i == 0 || i == len(gridProbs)-1 {
+			wt = 0.5
+		}
+		var d float64
+		if nq.nBase == 0 {
+			d = math.Max(nq.win[i]-nq.win[50], 0)
+		} else {
+			d = math.Max(nq.win[i]-nq.base[i], 0)
+		}
+		s += wt * d
+		w += wt
+		if d > 0 {
+			sa += wt * d
+			wa += wt
+		}
+	}
+	if wa > 0 {
+		affected = sa / wa
+	}
+	return s / w, affected
+}
+
+// knots are the hinge knots of a continuous adjuster: pooled quantiles at
+// KnotQuantiles, distinct and strictly inside the pooled range.
+func (nq *nodeQuantiles) knots(qs []float64) []float64 {
+	lo, hi := nq.pooled[0], nq.pooled[len(nq.pooled)-1]
+	var out []float64
+	for _, q := range qs {
+		k := interp(gridProbs, nq.pooled, q)
+		if k <= lo || k >= hi {
+			continue
+		}
+		if len(out) > 0 && k <= out[len(out)-1]*(1+1e-9) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// attribute estimates every candidate cause of a breached window.
+func (r *run) attribute() error {
+	g := r.a.dag
+	anc := ancestors(g, r.outcome.Name)
+	for _, n := range g.Nodes() {
+		if n.Cause == "" || n.Latent || n.Role == RolePlacement || !r.wants(n.Cause) {
+			continue
+		}
+		c := &causeRun{node: n, treatment: n.Treatment(), continuous: n.Exposed == "", col: len(r.causes)}
+		c.cand = Candidate{Cause: n.Cause, Node: n.Name}
+		switch n.Role {
+		case RoleGPUState:
+			c.kind = kindGPU
+		case RoleRequestShape:
+			c.kind = kindWorkload
+		default:
+			c.kind = kindEngine
+		}
+		r.causes = append(r.causes, c)
+		if !anc[n.Name] {
+			c.cand.Skipped = fmt.Sprintf("%s does not lie upstream of %s in %s", n.Name, r.outcome.Name, g.Version())
+			continue
+		}
+		z, err := g.BackdoorSet(n.Name, r.outcome.Name, nil)
+		if err != nil {
+			c.cand.Skipped = err.Error()
+			continue
+		}
+		c.adjust = z
+		c.cand.AdjustedFor = append([]string{}, z...)
+	}
+	if err := r.queryQuantiles(); err != nil {
+		return err
+	}
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		if c.continuous {
+			nq := r.quant[c.node.Name]
+			if nq.nWin == 0 {
+				c.cand.Skipped = "no window request has a finite " + c.node.Name
+				continue
+			}
+			if r.base != nil && nq.nBase > 0 {
+				c.elevated = interp(gridProbs, nq.base, 0.95)
+				c.label = fmt.Sprintf("%s above %s (baseline P95)", c.node.Expr, fmtNum(c.elevated))
+			} else {
+				c.elevated = interp(gridProbs, nq.win, 0.9)
+				c.label = fmt.Sprintf("%s above %s (window P90)", c.node.Expr, fmtNum(c.elevated))
+			}
+			c.exposed = "(" + c.node.Covariate() + " > " + FormatFloat(c.elevated) + ")"
+			c.meanDelta, c.typDelta = nq.meanDelta()
+		} else {
+			c.exposed = "(" + c.node.Exposed + ")"
+			c.label = c.node.Exposed
+		}
+	}
+	if err := r.queryPlacements(); err != nil {
+		return err
+	}
+	if err := r.queryAffected(); err != nil {
+		return err
+	}
+	if err := r.queryTop(0); err != nil {
+		return err
+	}
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		if err := r.estimate(c); err != nil {
+			if errors.Is(err, errSkip) {
+				c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+				continue
+			}
+			return fmt.Errorf("estimate %s: %w", c.node.Cause, err)
+		}
+	}
+	if err := r.ensureCounterfactuals(); err != nil {
+		return err
+	}
+	for _, c := range r.causes {
+		if c.cand.Skipped == "" {
+			r.localize(c)
+		}
+	}
+	if err := r.examineDegraded(); err != nil {
+		return err
+	}
+	for _, c := range r.all() {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		e := c.cand.Estimate
+		c.cand.Culprit = c.splitInto == 0 && e.Log.Beta > 0 && e.Attributed.Value >= r.cfg.MinAF && e.Attributed.CI[0] > 0
+	}
+	return nil
+}
+
+// wants reports whether cause c is a candidate under Config.Causes.
+func (r *run) wants(c Cause) bool {
+	return r.cfg.Causes == nil || slices.Contains(r.cfg.Causes, c)
+}
+
+// all is every estimated candidate: mechanisms, their per-entity splits
+// and the degraded entities, in that order.
+func (r *run) all() []*causeRun {
+	out := append([]*causeRun(nil), r.causes...)
+	out = append(out, r.splits...)
+	return append(out, r.degraded...)
+}
+
+// errSkip marks a cause that cannot be estimated in this window (the
+// reason is in the message); the analysis goes on without it.
+var errSkip = errors.New("skip")
+
+func ancestors(g *DAG, of string) map[string]bool {
+	out := map[string]bool{}
+	stack := []string{of}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range g.Parents(v) {
+			if !out[p] {
+				out[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return out
+}
+
+// queryQuantiles reads the quantile grids of every continuous node in use
+// (treatments and adjusters) for baseline, window and both, in one query.
+// quantilesDeterministic keeps memory bounded (a reservoir of 8192 per
+// state) and the answer reproducible (the sample is chosen by a hash of
+// the request uid).
+func (r *run) queryQuantiles() error {
+	r.quant = map[string]*nodeQuantiles{}
+	var names []string
+	seen := map[string]bool{}
+	use := func(name string) {
+		n, _ := r.a.dag.Node(name)
+		if n.Categorical || n.Latent || n.Expr == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		names = append(names, name)
+	}
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		if c.continuous {
+			use(c.node.Name)
+		}
+		for _, z := range c.adjust {
+			use(z)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	levels := make([]string, len(gridProbs))
+	for i, p := range gridProbs {
+		levels[i] = FormatFloat(p)
+	}
+	lv := strings.Join(levels, ", ")
+	var cols []string
+	for _, name := range names {
+		n, _ := r.a.dag.Node(name)
+		v := n.Covariate()
+		fin := "isFinite(" + v + ")"
+		baseCond := "0"
+		if r.base != nil {
+			baseCond = inInterval(*r.base)
+		}
+		cols = append(cols,
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s AND %s)", lv, v, baseCond, fin),
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s AND %s)", lv, v, r.inWin(), fin),
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s)", lv, v, fin),
+			fmt.Sprintf("toFloat64(countIf(%s AND %s))", baseCond, fin),
+			fmt.Sprintf("toFloat64(countIf(%s AND %s))", r.inWin(), fin),
+		)
+	}
+	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere()
+	return r.query("node quantiles", q, func(rows Rows) error {
+		dest := make([]any, 0, len(cols))
+		qs := make([]*nodeQuantiles, len(names))
+		for i := range names {
+			nq := &nodeQuantiles{}
+			qs[i] = nq
+			dest = append(dest, &nq.base, &nq.win, &nq.pooled, &nq.nBase, &nq.nWin)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		for i, name := range names {
+			r.quant[name] = qs[i]
+		}
+		return nil
+	})
+}
+
+// placementRow is one (host, engine, gpu, model) group of the pooled rows.
+type placementRow struct {
+	host, engine, gpu, model, pod string
+	nw, nwTail, nb, nbTail        float64
+	p99w                          float64
+	exp                           []expCounts // per cause, r.causes order
+}
+
+func (p placementRow) engineKey() string { return p.host + "/" + p.engine }
+
+// entityStats aggregates placement rows of one engine or GPU.
+type entityStats struct {
+	key                    string
+	host, engine, gpu, pod string
+	model                  string
+	nw, nwTail, nb, nbTail float64
+	p99w, p99wN            float64 // window quantile of the largest group
+	gpus, engines          map[string]float64
+	exp                    []expCounts
+	health                 float64
+	healthOK               bool
+}
+
+// queryPlacements reads per-placement counts (window/baseline, tail,
+// exposure of each cause): the entities of the fixed effects, the health
+// scores, localization and evidence, in one GROUP BY.
+func (r *run) queryPlacements() error {
+	base := "0"
+	if r.base != nil {
+		base = inInterval(*r.base)
+	}
+	win := r.inWin()
+	tail := "(" + r.y + " > " + FormatFloat(r.tailT) + ")"
+	cols := []string{
+		"toString(host)", "toString(engine)", "toString(gpu)", "toString(model)", "toString(any(pod))",
+		fmt.Sprintf("toFloat64(countIf(%s))", win),
+		fmt.Sprintf("toFloat64(countIf(%s AND %s))", win, tail),
+		fmt.Sprintf("toFloat64(countIf(%s))", base),
+		fmt.Sprintf("toFloat64(countIf(%s AND %s))", base, tail),
+		fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, win),
+	}
+	var active []*causeRun
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		active = append(active, c)
+		e := c.exposed
+		cols = append(cols,
+			fmt.Sprintf("toFloat64(countIf(%s AND %s AND %s))", win, tail, e),
+			fmt.Sprintf("toFloat64(countIf(%s AND %s))", win, e),
+			fmt.Sprintf("toFloat64(countIf(%s AND %s))", base, e),
+			fmt.Sprintf("toFloat64(countIf(%s AND %s AND %s))", base, tail, e),
+		)
+	}
+	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere() + "\nGROUP BY host, engine, gpu, model"
+	r.placements = nil
+	err := r.query("placement counts", q, func(rows Rows) error {
+		var p placementRow
+		dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
+		p.exp = make([]expCounts, len(active))
+		for i := range active {
+			e := &p.exp[i]
+			dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		r.placements = append(r.placements, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(r.placements, func(i, j int) bool {
+		a, b := r.placements[i], r.placements[j]
+		return a.host+"\x00"+a.engine+"\x00"+a.gpu+"\x00"+a.model < b.host+"\x00"+b.engine+"\x00"+b.gpu+"\x00"+b.model
+	})
+	r.engines, r.gpus = map[string]*entityStats{}, map[string]*entityStats{}
+	for _, p := range r.placements {
+		r.nWinTail += p.nwTail
+		for i, c := range active {
+			c.exp.add(p.exp[i])
+		}
+		for _, m := range []struct {
+			set map[string]*entityStats
+			key string
+		}{{r.engines, p.engineKey()}, {r.gpus, p.gpu}} {
+			es := m.set[m.key]
+			if es == nil {
+				es = &entityStats{key: m.key, gpus: map[string]float64{}, engines: map[string]float64{}, exp: make([]expCounts, len(active))}
+				m.set[m.key] = es
+			}
+			es.nw += p.nw
+			es.nwTail += p.nwTail
+			es.nb += p.nb
+			es.nbTail += p.nbTail
+			es.gpus[p.gpu] += p.nw + p.nb
+			es.engines[p.engineKey()] += p.nw + p.nb
+			if p.nw > es.p99wN {
+				es.p99w, es.p99wN = p.p99w, p.nw
+				es.host, es.engine, es.gpu, es.pod, es.model = p.host, p.engine, p.gpu, p.pod, p.model
+			}
+			for i := range active {
+				es.exp[i].add(p.exp[i])
+			}
+		}
+	}
+	for i, c := range active {
+		c.pidx = i
+	}
+	r.scoreHealth(r.engines)
+	r.scoreHealth(r.gpus)
+	return nil
+}
+
+// scoreHealth scores the window tail rate of each entity against its peers
+// (Health, leave-one-out Beta-Binomial).
+func (r *run) scoreHealth(set map[string]*entityStats) {
+	keys := sortedKeys(set)
+	var counts []EntityCounts
+	for _, k := range keys {
+		es := set[k]
+		if es.nw >= float64(r.cfg.MinEntityRows) {
+			counts = append(counts, EntityCounts{Key: k, Tail: es.nwTail, N: es.nw})
+		}
+	}
+	if len(counts) < 2 {
+		return
+	}
+	hs, err := Health(counts, nil)
+	if err != nil {
+		r.note("health scores: %v", err)
+		return
+	}
+	for _, h := range hs {
+		set[h.Key].health, set[h.Key].healthOK = h.Health, true
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// queryAffected reads, per cause, the SLO quantile of the affected window
+// requests: the typical latency effect_ms scales.
+func (r *run) queryAffected() error {
+	var cols []string
+	var active []*causeRun
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		active = append(active, c)
+		cond := r.inWin() + " AND " + c.exposed
+		cols = append(cols,
+			fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, cond),
+			fmt.Sprintf("toFloat64(countIf(%s))", cond))
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.winWhere()
+	v, err := r.floats("affected quantiles", q, len(cols))
+	if err != nil {
+		return err
+	}
+	for i, c := range active {
+		c.affectedMS, c.affectedN = v[2*i], v[2*i+1]
+	}
+	return nil
+}
+
+// topRow is one of the window's slowest requests with each cause's
+// treatment value (NaN: unknown).
+type topRow struct {
+	y                        float64
+	trace, host, engine, gpu string
+	vals                     []float64 // per r.causes
+}
+
+// queryTop reads the window's m slowest requests (m = 0: a first guess of
+// four times the rows above the quantile, at least 1000) with the
+// treatment of every cause: the counterfactual quantiles and exemplars.
+func (r *run) queryTop(m int) error {
+	if m == 0 {
+		k := rankOf(r.q, r.nWin)
+		m = max(4*(r.nWin-k+1), 1000, r.nWin-r.winQ.LowerRank+1)
+	}
+	m = min(m, r.nWin)
+	cols := []string{r.y + " AS tc_v", "toString(trace_id)", "toString(host)", "toString(engine)", "toString(gpu)"}
+	for _, c := range r.causes {
+		cols = append(cols, "toFloat64("+c.treatment+")")
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY tc_v DESC LIMIT %d", strings.Join(cols, ", "), r.table(), r.winWhere(), m)
+	r.top = r.top[:0]
+	err := r.query("slowest window requests", q, func(rows Rows) error {
+		t := topRow{vals: make([]float64, len(r.causes))}
+		dest := []any{&t.y, &t.trace, &t.host, &t.engine, &t.gpu}
+		for i := range r.causes {
+			dest = append(dest, &t.vals[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		r.top = append(r.top, t)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(r.top) > 0 {
+		r.topCut = r.top[len(r.top)-1].y
+	}
+	return nil
+}
+
+// deltaRows are the slowest rows with Δ of cause c.
+func (r *run) deltaRows(c *causeRun) []LatencyDelta {
+	out := make([]LatencyDelta, len(r.top))
+	i := c.col
+	for k, t := range r.top {
+		d := 0.0
+		switch {
+		case c.placement != nil:
+			if r.onEntity(t, c) {
+				d = 1
+			}
+		case c.split && !r.onEntity(t, c):
+		case c.continuous:
+			d = r.quant[c.node.Name].delta(t.vals[i])
+		default:
+			if t.vals[i] > 0 {
+				d = 1
+			}
+		}
+		out[k] = LatencyDelta{LatencyMS: t.y, Delta: d}
+	}
+	return out
+}
+
+func (r *run) onEntity(t topRow, c *causeRun) bool {
+	if c.kind == kindGPU {
+		return t.gpu == c.entityKey
+	}
+	return t.host+"/"+t.engine == c.entityKey
+}
+
+// ensureCounterfactuals refetches more of the slowest rows while some
+// counterfactual quantile (or its interval) falls below the slowest rows
+// fetched: only then are the rows left out certainly faster.
+func (r *run) ensureCounterfactuals() error {
+	for {
+		need := false
+		for _, c := range r.all() {
+			e := c.cand.Estimate
+			if c.cand.Skipped != "" {
+				continue
+			}
+			if e.CounterfactualMS < r.topCut || e.CounterfactualCI[0] < r.topCut {
+				need = true
+			}
+		}
+		if !need || len(r.top) >= r.nWin {
+			return nil
+		}
+		if err := r.queryTop(4 * len(r.top)); err != nil {
+			return err
+		}
+		for _, c := range r.all() {
+			if c.cand.Skipped != "" {
+				continue
+			}
+			r.counterfactual(c)
+		}
+	}
+}
+
+func (r *run) counterfactual(c *causeRun) {
+	e := &c.cand.Estimate
+	rows := r.deltaRows(c)
+	cf := func(beta float64) float64 {
+		v, err := CounterfactualQuantile(rows, r.nWin, math.Max(beta, 0), r.q)
+		if err != nil {
+			return 0
+		}
+		return v
+	}
+	ci := e.Log.CI(0)
+	e.CounterfactualMS = cf(e.Log.Beta)
+	e.CounterfactualCI = [2]float64{cf(ci[1]), cf(ci[0])}
+}
+
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a >= 1e9:
+		return fmt.Sprintf("%.3g", v)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.3g", v)
+	default:
+		return fmt.Sprintf("%.2g", v)
+	}
+}
+
+func pct(num, den float64) string {
+	if den <= 0 {
+		return "n/a"
+	}
+	p := 100 * num / den
+	if p > 0 && p < 10 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}

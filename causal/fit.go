@@ -1,0 +1,721 @@
+package causal
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// fitResult is a fitted design: both models, their targeted meats (of
+// coefficient 1, the treatment) and the extra sums.
+type fitResult struct {
+	design Design
+	fits   []*OLS
+	meats  []*Meats
+	sums   []float64
+}
+
+// fitDesign runs the two passes of d (regressor 1 is the treatment):
+// the sufficient statistics, FitOLS (dropping columns that are collinear
+// with earlier ones, from the same statistics: no new pass), then the
+// targeted meats. A treatment without variation, or collinear with its
+// adjusters, is errSkip.
+func (r *run) fitDesign(d Design) (*fitResult, error) {
+	q1, err := d.SuffStatsSQL()
+	if err != nil {
+		return nil, err
+	}
+	groups, err := r.groups("sufficient statistics", q1, len(d.Factors), len(d.SuffStatsColumns()))
+	if err != nil {
+		return nil, err
+	}
+	stats, sums, err := d.AssembleSuffStats(groups)
+	if err != nil {
+		return nil, err
+	}
+	if stats[0].N <= float64(d.P()) {
+		return nil, fmt.Errorf("%w: %v rows for %d regressors", errSkip, stats[0].N, d.P())
+	}
+	var fits []*OLS
+	for attempt := 0; ; attempt++ {
+		f, err := FitOLS(stats[0], nil)
+		var ce *CollinearError
+		if errors.As(err, &ce) && attempt < 4 {
+			names := d.ColumnNames()
+			drop := map[int]bool{}
+			for _, c := range ce.Columns {
+				if c <= 1 {
+					return nil, fmt.Errorf("%w: treatment has no variation of its own once %s are accounted for", errSkip, strings.Join(names[2:], ", "))
+				}
+				drop[c] = true
+			}
+			// A column that is collinear only together with the treatment
+			// is aliased with it: dropping it would hand its effect to the
+			// treatment. The effect is then not identified.
+			if alias := aliased(stats[0], ce.Columns); alias >= 0 {
+				return nil, fmt.Errorf("%w: the treatment cannot be told apart from %s in these rows", errSkip, names[alias])
+			}
+			var keep []int
+			for j := 0; j < d.P(); j++ {
+				if !drop[j] {
+					keep = append(keep, j)
+				}
+			}
+			for k := range stats {
+				stats[k] = subStats(stats[k], keep)
+			}
+			d = d.Keep(keep)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errSkip, err)
+		}
+		fits = append(fits, f)
+		break
+	}
+	for _, s := range stats[1:] {
+		f, err := FitOLS(s, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errSkip, err)
+		}
+		fits = append(fits, f)
+	}
+	q2, err := d.MeatSQL(fits, 1)
+	if err != nil {
+		return nil, err
+	}
+	row2, err := r.floats("meats", q2, len(d.MeatColumns()))
+	if err != nil {
+		return nil, err
+	}
+	if !(row2[1] < 1-1e-9) {
+		return nil, fmt.Errorf("%w: a request has leverage %v (a fixed-effect level with a single row?): HC3 undefined", errSkip, row2[1])
+	}
+	meats, err := d.ParseMeats(row2, 1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSkip, err)
+	}
+	if meats[0].N != stats[0].N {
+		// Rows arrived (or merged away) between the passes: live windows
+		// should end a join delay before now.
+		if math.Abs(meats[0].N-stats[0].N) > 0.01*stats[0].N {
+			return nil, fmt.Errorf("%w: the two passes read different rows (%v vs %v)", errSkip, stats[0].N, meats[0].N)
+		}
+		r.note("the two passes read %v and %v rows: data arrived meanwhile", stats[0].N, meats[0].N)
+	}
+	return &fitResult{design: d, fits: fits, meats: meats, sums: sums}, nil
+}
+
+// aliased returns the first of the collinear columns cols (all > 1) that is
+// no longer collinear once the treatment (column 1) is left out, or -1.
+func aliased(s *SuffStats, cols []int) int {
+	keep := []int{0}
+	for j := 2; j < s.P(); j++ {
+		keep = append(keep, j)
+	}
+	_, err := FitOLS(subStats(s, keep), nil)
+	var ce *CollinearError
+	still := map[int]bool{}
+	if errors.As(err, &ce) {
+		for _, c := range ce.Columns {
+			still[keep[c]] = true
+		}
+	}
+	for _, c := range cols {
+		if !still[c] {
+			return c
+		}
+	}
+	return -1
+}
+
+func pick(s []string, keep []int) []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(keep))
+	for i, k := range keep {
+		out[i] = s[k]
+	}
+	return out
+}
+
+// subStats restricts statistics to the regressors keep.
+func subStats(s *SuffStats, keep []int) *SuffStats {
+	out := NewSuffStats(len(keep), pick(s.Names, keep))
+	out.N, out.YtY = s.N, s.YtY
+	for i, a := range keep {
+		for j := i; j < len(keep); j++ {
+			out.XtX.SetSym(i, j, s.XtX.At(a, keep[j]))
+		}
+		out.XtY.SetVec(i, s.XtY.AtVec(a))
+	}
+	return out
+}
+
+// fixedEffects returns the factor of placement node n: a level for each
+// entity with at least MinEntityRows pooled rows, largest first, the
+// largest (the reference) left out, at most MaxEntities. exclude is left
+// out as well (the caller adds its own column).
+func (r *run) fixedEffects(n Node, exclude string) (Factor, error) {
+	set, ok := r.entitySet(n)
+	if !ok {
+		return Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
+	}
+	type kv struct {
+		key string
+		n   float64
+	}
+	var ents []kv
+	for _, k := range sortedKeys(set) {
+		es := set[k]
+		if tot := es.nw + es.nb; tot >= float64(r.cfg.MinEntityRows) {
+			ents = append(ents, kv{k, tot})
+		}
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return ents[i].n > ents[j].n })
+	// The reference level: the largest entity other than exclude.
+	kept := ents[:0:0]
+	ref := false
+	for _, e := range ents {
+		switch {
+		case e.key == exclude:
+		case !ref:
+			ref = true
+		default:
+			kept = append(kept, e)
+		}
+	}
+	ents = kept
+	if len(ents) > r.cfg.MaxEntities {
+		r.note("%s: %d entities, fixed effects kept for the %d largest", n.Name, len(ents)+1, r.cfg.MaxEntities)
+		ents = ents[:r.cfg.MaxEntities]
+	}
+	f := Factor{Name: n.Name, Expr: n.Expr}
+	for _, e := range ents {
+		f.Levels = append(f.Levels, e.key)
+	}
+	return f, nil
+}
+
+func (r *run) entitySet(n Node) (map[string]*entityStats, bool) {
+	switch n.Name {
+	case "engine":
+		return r.engines, true
+	case "gpu":
+		return r.gpus, true
+	}
+	return nil, false
+}
+
+// adjusterColumns expands the adjustment set: a factor (one indicator per
+// entity) for placement nodes, the level and hinges at pooled quantiles
+// for continuous nodes. It also returns the finiteness conditions of the
+// rows.
+func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []Factor, finite []string, err error) {
+	for _, z := range adjust {
+		n, _ := r.a.dag.Node(z)
+		if n.Categorical {
+			f, err := r.fixedEffects(n, "")
+			if err != nil {
+				return nil, nil, nil, nil, err
+			}
+			factors = append(factors, f)
+			continue
+		}
+		finite = append(finite, "isFinite("+n.Covariate()+")")
+		nq := r.quant[z]
+		var knots []float64
+		if nq != nil && len(nq.pooled) == len(gridProbs) {
+			knots = nq.knots(r.cfg.KnotQuantiles)
+		}
+		h := Hinges(n.Expr, knots)
+		regs = append(regs, h...)
+		names = append(names, z)
+		for _, k := range knots {
+			names = append(names, z+">"+fmtNum(k))
+		}
+	}
+	return regs, names, factors, finite, nil
+}
+
+// estimate fits one mechanism cause and runs the estimators.
+func (r *run) estimate(c *causeRun) error {
+	regs, names, factors, finite, err := r.adjusterColumns(c.adjust)
+	if err != nil {
+		return err
+	}
+	where := r.pooledWhere() + " AND isFinite(" + c.node.Covariate() + ")"
+	for _, f := range finite {
+		where += " AND " + f
+	}
+	w := r.inWin01()
+	d := Design{
+		Table:      r.table(),
+		Where:      where,
+		Regressors: append([]string{"1", c.treatment}, regs...),
+		Names:      append([]string{"intercept", c.node.Name}, names...),
+		Factors:    factors,
+		Outcomes:   []string{r.tailExpr(), r.logExpr()},
+		Sums:       []string{w, w + " * " + r.tailExpr(), w + " * " + c.treatment},
+	}
+	if c.affectedN == 0 {
+		return fmt.Errorf("%w: no window request is affected (%s)", errSkip, c.label)
+	}
+	fr, err := r.fitDesign(d)
+	if err != nil {
+		return err
+	}
+	nw := fr.sums[0]
+	if nw <= 0 {
+		return fmt.Errorf("%w: no window rows with finite %s", errSkip, c.node.Name)
+	}
+	in := CauseInput{
+		LPM: fr.fits[0], Log: fr.fits[1], LPMMeats: fr.meats[0], LogMeats: fr.meats[1], Treatment: 1,
+		Delta: 1, MeanDelta: fr.sums[2] / nw, TailRate: fr.sums[1] / nw, N: nw,
+		AffectedMS: c.affectedMS,
+		Rows:       r.deltaRows(c), RowsTotal: r.nWin, Quantile: r.q,
+	}
+	if c.continuous {
+		in.Delta, in.MeanDelta = c.typDelta, c.meanDelta
+		if in.Delta <= 0 {
+			return fmt.Errorf("%w: %s is not higher in the window than in the baseline", errSkip, c.node.Name)
+		}
+	}
+	return r.finishEstimate(c, fr, in)
+}
+
+func (r *run) finishEstimate(c *causeRun, fr *fitResult, in CauseInput) error {
+	est, err := EstimateCause(in)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errSkip, err)
+	}
+	c.cand.Estimate = est
+	c.cand.Regressors = fr.design.P()
+	c.cand.Rows = fr.fits[0].N
+	c.cand.MaxLeverage = fr.meats[0].MaxLeverage
+	if fr.meats[0].MaxLeverage > 0.99 {
+		r.note("%s: max leverage %.4f: HC3 intervals are unreliable (a nearly unique row dominates)", c.cand.Cause, fr.meats[0].MaxLeverage)
+	}
+	return nil
+}
+
+// guard makes a Float64 expression safe for pooled rows where it is
+// unknown (NaN): 0 there. Used only for covariates of the degraded check,
+// whose rows must not shrink to those where every mechanism is measured.
+func guard(expr string) string {
+	return "if(isFinite(toFloat64(" + expr + ")), toFloat64(" + expr + "), 0)"
+}
+
+// examineDegraded looks at each engine and GPU whose health is below
+// DegradedHealth: is it slower during the window than its peers, beyond
+// what the measured mechanisms explain? The design is a
+// difference-in-differences of the entity against its peers and against
+// its own baseline, adjusted for every mechanism's treatment; without a
+// baseline it is the entity's level against its peers, adjusted likewise.
+func (r *run) examineDegraded() error {
+	if !r.wants(CauseEntityDegraded) {
+		return nil
+	}
+	var mechRegs, mechNames []string
+	for _, c := range r.causes {
+		if c.cand.Skipped != "" {
+			continue
+		}
+		mechRegs = append(mechRegs, guard(c.treatment))
+		mechNames = append(mechNames, c.node.Name)
+	}
+	engNode, okE := r.a.dag.Node("engine")
+	gpuNode, okG := r.a.dag.Node("gpu")
+	type cand struct {
+		node Node
+		es   *entityStats
+	}
+	var cands []cand
+	engCand := map[string]bool{}
+	if okE && engNode.Categorical {
+		for _, k := range sortedKeys(r.engines) {
+			es := r.engines[k]
+			if es.healthOK && es.health < r.cfg.DegradedHealth && es.nw >= float64(r.cfg.MinEntityRows) {
+				cands = append(cands, cand{engNode, es})
+				engCand[k] = true
+			}
+		}
+	}
+	if okG && gpuNode.Categorical {
+		for _, k := range sortedKeys(r.gpus) {
+			es := r.gpus[k]
+			if !es.healthOK || es.health >= r.cfg.DegradedHealth || es.nw < float64(r.cfg.MinEntityRows) {
+				continue
+			}
+			if engCand[dominant(es.engines)] {
+				continue // the same requests as an engine candidate
+			}
+			cands = append(cands, cand{gpuNode, es})
+		}
+	}
+	for _, cd := range cands {
+		n := cd.node
+		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: kindEngine, col: -1}
+		if n.Name == "gpu" {
+			c.kind = kindGPU
+		}
+		c.cand = Candidate{Cause: CauseEntityDegraded, Node: n.Name}
+		r.degraded = append(r.degraded, c)
+		ind := n.Indicator(cd.es.key)
+		regs := []string{"1"}
+		names := []string{"intercept"}
+		var adjusted []string
+		if r.base != nil {
+			w := r.inWin01()
+			regs = append(regs, ind+" * "+w, w, ind)
+			names = append(names, n.Name+"="+cd.es.key+"×window", "window", n.Name+"="+cd.es.key)
+			adjusted = append(adjusted, "window")
+		} else {
+			regs = append(regs, ind)
+			names = append(names, n.Name+"="+cd.es.key)
+		}
+		fe, err := r.fixedEffects(n, cd.es.key)
+		if err != nil {
+			c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+			continue
+		}
+		adjusted = append(adjusted, n.Name)
+		regs, names = append(regs, mechRegs...), append(names, mechNames...)
+		adjusted = append(adjusted, mechNames...)
+		c.cand.AdjustedFor = adjusted
+		w := r.inWin01()
+		d := Design{
+			Table: r.table(), Where: r.pooledWhere(),
+			Regressors: regs, Names: names, Factors: []Factor{fe},
+			Outcomes: []string{r.tailExpr(), r.logExpr()},
+			Sums:     []string{w, w + " * " + r.tailExpr(), w + " * " + ind},
+		}
+		fr, err := r.fitDesign(d)
+		if errors.Is(err, errSkip) {
+			c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("examine %s %s: %w", n.Name, cd.es.key, err)
+		}
+		nw := fr.sums[0]
+		in := CauseInput{
+			LPM: fr.fits[0], Log: fr.fits[1], LPMMeats: fr.meats[0], LogMeats: fr.meats[1], Treatment: 1,
+			Delta: 1, MeanDelta: fr.sums[2] / nw, TailRate: fr.sums[1] / nw, N: nw,
+			AffectedMS: cd.es.p99w,
+			Rows:       r.deltaRows(c), RowsTotal: r.nWin, Quantile: r.q,
+		}
+		if err := r.finishEstimate(c, fr, in); err != nil {
+			if errors.Is(err, errSkip) {
+				c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+				continue
+			}
+			return err
+		}
+		r.describeDegraded(c, cd.es, mechNames)
+	}
+	return r.ensureCounterfactuals()
+}
+
+func dominant(m map[string]float64) string {
+	best, bn := "", -1.0
+	for _, k := range sortedKeys(m) {
+		if m[k] > bn {
+			best, bn = k, m[k]
+		}
+	}
+	return best
+}
+
+// localize names the entity a mechanism acts on: the engine or GPU that
+// carries at least LocalizeShare of the cause's exposed tail requests,
+// else the scope. It also writes health, evidence and exemplars.
+func (r *run) localize(c *causeRun) {
+	var set map[string]*entityStats
+	switch c.kind {
+	case kindEngine:
+		set = r.engines
+	case kindGPU:
+		set = r.gpus
+	}
+	total := c.exp.wTailExp
+	var best *entityStats
+	for _, k := range sortedKeys(set) {
+		es := set[k]
+		if best == nil || es.exp[c.pidx].wTailExp > best.exp[c.pidx].wTailExp {
+			best = es
+		}
+	}
+	var ev []string
+	base := "baseline requests"
+	bShare := pct(c.exp.bExp, r.baseTotal())
+	if r.base == nil {
+		base = "the window's other requests"
+		bShare = pct(c.exp.wExp-c.exp.wTailExp, float64(r.nWin)-r.nWinTail)
+	}
+	ev = append(ev, fmt.Sprintf("%s on %s of window tail requests (%s > %s ms) vs %s of %s",
+		c.label, pct(c.exp.wTailExp, r.nWinTail), r.outcome.Name, fmtNum(r.tailT), bShare, base))
+	share := 0.0
+	if best != nil && total > 0 {
+		share = best.exp[c.pidx].wTailExp / total
+	}
+	var spread []*entityStats // entities sharing a cause spread over several
+	var spreadShare float64
+	for _, k := range sortedKeys(set) {
+		es := set[k]
+		if sh := es.exp[c.pidx].wTailExp / math.Max(total, 1); sh >= r.cfg.SplitShare && es.nw+es.nb >= float64(r.cfg.MinEntityRows) {
+			spread = append(spread, es)
+			spreadShare += sh
+		}
+	}
+	switch {
+	case len(spread) <= 1 && best != nil && share >= r.cfg.LocalizeShare && best.nw+best.nb >= float64(r.cfg.MinEntityRows):
+		c.entityKey = best.key
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
+	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare:
+		keys := make([]string, len(spread))
+		for i, es := range spread {
+			keys[i] = es.key
+		}
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(keys, ", ")))
+		defer r.splitCause(c, spread, set)
+	case set != nil && best != nil:
+		ev = append(ev, fmt.Sprintf("affected tail requests spread over %d %ss (largest share %s, %s)", countPositive(set, c.pidx), c.kind, pct(share, 1), best.key))
+	}
+	c.cand.Entity = r.entityOf(c, set)
+	c.cand.Health = r.healthOf(c, set)
+	e := c.cand.Estimate
+	unit := "when affected"
+	if c.continuous {
+		unit = "per unit of " + c.node.Expr
+	}
+	ev = append(ev, fmt.Sprintf("adjusted for %s: P(%s > %s ms) %+.3g %s (95%% CI %.3g..%.3g), latency ×%.2f on affected requests",
+		listOr(c.adjust, "nothing (no backdoor path)"), r.outcome.Name, fmtNum(r.tailT), e.LPM.Beta, unit, e.LPM.CI(0)[0], e.LPM.CI(0)[1], math.Exp(e.Log.Beta*r.typDelta(c))))
+	if c.entityKey != "" && set[c.entityKey].healthOK {
+		es := set[c.entityKey]
+		ev = append(ev, r.healthEvidence(es, set))
+	}
+	c.cand.Evidence = ev
+	c.cand.Exemplars = r.exemplars(c)
+}
+
+// splitCause turns a cause spread over several engines or GPUs into one
+// culprit per entity: the same adjusted effect, the attributable fraction
+// scaled by the entity's share of the affected window requests, the
+// counterfactual with Δ restricted to the entity's requests.
+func (r *run) splitCause(c *causeRun, ents []*entityStats, set map[string]*entityStats) {
+	for _, es := range ents {
+		s := *c
+		s.split, s.entityKey = true, es.key
+		s.cand.Split = true
+		f := 0.0
+		if c.exp.wExp > 0 {
+			f = es.exp[c.pidx].wExp / c.exp.wExp
+		}
+		a := &s.cand.Estimate.Attributed
+		a.Value, a.CI = a.Value*f, [2]float64{a.CI[0] * f, a.CI[1] * f}
+		r.counterfactual(&s)
+		s.cand.Entity = r.entityOf(&s, set)
+		s.cand.Health = r.healthOf(&s, set)
+		ex := es.exp[c.pidx]
+		s.cand.Evidence = []string{
+			fmt.Sprintf("%s on %s of the window tail requests of %s %s vs %s of its baseline requests", c.label, pct(ex.wTailExp, es.nwTail), c.kind, es.key, pct(ex.bExp, es.nb)),
+			fmt.Sprintf("%s carries %s of the cause's affected tail requests and %s of its affected requests", es.key, pct(ex.wTailExp, c.exp.wTailExp), pct(f, 1)),
+		}
+		s.cand.Evidence = append(s.cand.Evidence, c.cand.Evidence[len(c.cand.Evidence)-1])
+		if es.healthOK {
+			s.cand.Evidence = append(s.cand.Evidence, r.healthEvidence(es, set))
+		}
+		s.cand.Exemplars = r.exemplars(&s)
+		r.splits = append(r.splits, &s)
+		c.splitInto++
+	}
+}
+
+func (r *run) typDelta(c *causeRun) float64 {
+	if c.continuous {
+		return c.typDelta
+	}
+	return 1
+}
+
+func (r *run) baseTotal() float64 {
+	var n float64
+	for _, p := range r.placements {
+		n += p.nb
+	}
+	return n
+}
+
+func countPositive(set map[string]*entityStats, pidx int) int {
+	n := 0
+	for _, es := range set {
+		if es.exp[pidx].wTailExp > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func listOr(s []string, empty string) string {
+	if len(s) == 0 {
+		return empty
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *run) healthEvidence(es *entityStats, set map[string]*entityStats) string {
+	var pk, pn float64
+	peers := 0
+	for k, o := range set {
+		if k != es.key && o.healthOK {
+			pk += o.nwTail
+			pn += o.nw
+			peers++
+		}
+	}
+	return fmt.Sprintf("health of %s %.2f: window tail rate %s vs %s on its %d peers", es.key, es.health, pct(es.nwTail, es.nw), pct(pk, pn), peers)
+}
+
+// entityOf fills the culprit entity: engine → host/engine/pod/model (and
+// the GPU when the engine runs on one), gpu → host/gpu, else the scope.
+func (r *run) entityOf(c *causeRun, set map[string]*entityStats) Entity {
+	if c.entityKey != "" {
+		es := set[c.entityKey]
+		if c.kind == kindGPU {
+			return Entity{Host: es.host, GPU: es.gpu}
+		}
+		e := Entity{Host: es.host, Engine: es.engine, Pod: es.pod, Model: es.model}
+		var tot float64
+		for _, v := range es.gpus {
+			tot += v
+		}
+		if g := dominant(es.gpus); g != "" && es.gpus[g] >= 0.95*tot {
+			e.GPU = g
+		}
+		return e
+	}
+	e := Entity{Model: r.req.SLO.Scope["model"], Service: r.req.SLO.Scope["service"]}
+	if e.Model == "" {
+		models := map[string]float64{}
+		for _, p := range r.placements {
+			models[p.model] += p.nw
+		}
+		var tot float64
+		for _, v := range models {
+			tot += v
+		}
+		if m := dominant(models); m != "" && models[m] >= 0.95*tot {
+			e.Model = m
+		}
+	}
+	return e
+}
+
+// healthOf is the localized entity's health; for a scope-wide culprit the
+// median health of the engines (or GPUs): a fleet-wide cause leaves every
+// entity looking like its peers. 0.9 (no evidence either way) when no
+// entity was scored.
+func (r *run) healthOf(c *causeRun, set map[string]*entityStats) float64 {
+	if c.entityKey != "" {
+		if es := set[c.entityKey]; es.healthOK {
+			return es.health
+		}
+		return 0.9
+	}
+	if set == nil {
+		set = r.engines
+	}
+	var hs []float64
+	for _, es := range set {
+		if es.healthOK {
+			hs = append(hs, es.health)
+		}
+	}
+	if len(hs) == 0 {
+		return 0.9
+	}
+	slices.Sort(hs)
+	return hs[len(hs)/2]
+}
+
+// exemplars are the slowest affected window requests (on the culprit's
+// entity when it has one).
+func (r *run) exemplars(c *causeRun) []string {
+	out := []string{}
+	i := c.col
+	for _, t := range r.top {
+		if len(out) >= r.cfg.Exemplars {
+			break
+		}
+		affected := false
+		switch {
+		case c.placement != nil:
+			affected = r.onEntity(t, c)
+		case c.continuous:
+			affected = t.vals[i] > c.elevated
+		default:
+			affected = t.vals[i] > 0
+		}
+		if !affected {
+			continue
+		}
+		if c.placement == nil && c.entityKey != "" {
+			if (c.kind == kindGPU && t.gpu != c.entityKey) || (c.kind == kindEngine && t.host+"/"+t.engine != c.entityKey) {
+				continue
+			}
+		}
+		out = append(out, t.trace)
+	}
+	return out
+}
+
+func (r *run) describeDegraded(c *causeRun, es *entityStats, mechs []string) {
+	set := r.engines
+	if c.kind == kindGPU {
+		set = r.gpus
+	}
+	c.cand.Entity = r.entityOf(c, set)
+	c.cand.Health = es.health
+	e := c.cand.Estimate
+	what := "during the window, against its peers and its own baseline"
+	if r.base == nil {
+		what = "against its peers"
+	}
+	c.cand.Evidence = []string{
+		r.healthEvidence(es, set),
+		fmt.Sprintf("unexplained by measured mechanisms: adjusted for %s, P(%s > %s ms) %+.3g on %s %s (95%% CI %.3g..%.3g), latency ×%.2f",
+			listOr(mechs, "nothing"), r.outcome.Name, fmtNum(r.tailT), e.LPM.Beta, c.kind, es.key, e.LPM.CI(0)[0], e.LPM.CI(0)[1], math.Exp(e.Log.Beta)) + " " + what,
+	}
+	c.cand.Exemplars = r.exemplars(c)
+}
+
+// culprit is the v1 culprit of an estimated candidate.
+func (c *causeRun) culprit() Culprit {
+	e := c.cand.Estimate
+	adj := c.cand.AdjustedFor
+	if adj == nil {
+		adj = []string{}
+	}
+	return Culprit{
+		Cause:                c.cand.Cause,
+		Entity:               c.cand.Entity,
+		EffectMS:             round(e.EffectMS, 1),
+		CI95MS:               [2]float64{round(e.EffectCI[0], 1), round(e.EffectCI[1], 1)},
+		AttributableFraction: round(e.Attributed.Value, 4),
+		CounterfactualP99MS:  round(e.CounterfactualMS, 1),
+		Health:               round(c.cand.Health, 4),
+		AdjustedFor:          adj,
+		Evidence:             c.cand.Evidence,
+		ExemplarTraceIDs:     c.cand.Exemplars,
+	}
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}

@@ -1,0 +1,458 @@
+package causal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// run is the state of one Analyze call.
+type run struct {
+	a   *Analyzer
+	cfg Config
+	ctx context.Context
+	req Request
+
+	outcome Node
+	y       string // Float64 SQL of the outcome
+	q       float64
+	scope   string // SQL boolean of the scope
+
+	win        Interval
+	base       *Interval // nil: no baseline
+	baseSource string
+
+	nWin, nBase   int
+	winQ, baseQ   QuantileCI
+	breach        Breach
+	tailT         float64
+	nWinTail      float64
+	insufficient  bool
+	causes        []*causeRun
+	quant         map[string]*nodeQuantiles // by node name
+	placements    []placementRow
+	engines, gpus map[string]*entityStats
+	top           []topRow
+	topCut        float64
+	degraded      []*causeRun
+	splits        []*causeRun
+
+	notes   []string
+	queries int
+	qtime   time.Duration
+}
+
+func (a *Analyzer) newRun(ctx context.Context, req Request) (*run, error) {
+	r := &run{a: a, cfg: a.cfg, ctx: ctx, req: req}
+	if r.req.SLO.Signal == "" {
+		r.req.SLO.Signal = "e2e_latency"
+	}
+	if r.req.SLO.Quantile == 0 {
+		r.req.SLO.Quantile = 0.99
+	}
+	slo := r.req.SLO
+	var errs []error
+	if !(slo.Quantile > 0 && slo.Quantile < 1) {
+		errs = append(errs, fmt.Errorf("quantile %v outside (0,1)", slo.Quantile))
+	}
+	if !(slo.ThresholdMS >= 0) || math.IsInf(slo.ThresholdMS, 0) {
+		errs = append(errs, fmt.Errorf("threshold %v ms must be finite and >= 0", slo.ThresholdMS))
+	}
+	out, ok := a.dag.Outcome(slo.Signal)
+	if !ok {
+		errs = append(errs, fmt.Errorf("signal %q: no outcome node of the DAG measures it", slo.Signal))
+	}
+	if !req.Window.End.After(req.Window.Start) {
+		errs = append(errs, fmt.Errorf("window %s..%s is empty", req.Window.Start.Format(time.RFC3339), req.Window.End.Format(time.RFC3339)))
+	}
+	if b := req.Baseline; b != nil {
+		if !b.End.After(b.Start) {
+			errs = append(errs, fmt.Errorf("baseline %s..%s is empty", b.Start.Format(time.RFC3339), b.End.Format(time.RFC3339)))
+		} else if b.Start.Before(req.Window.End) && req.Window.Start.Before(b.End) {
+			errs = append(errs, errors.New("baseline overlaps the window"))
+		}
+	}
+	allowed := map[string]bool{}
+	for _, c := range scopeColumns {
+		allowed[c] = true
+	}
+	keys := make([]string, 0, len(slo.Scope))
+	for k := range slo.Scope {
+		if !allowed[k] {
+			errs = append(errs, fmt.Errorf("scope key %q: want one of %s", k, strings.Join(scopeColumns, ", ")))
+		}
+		keys = append(keys, k)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("invalid request: %w", err)
+	}
+	sort.Strings(keys)
+	conds := []string{}
+	for _, k := range keys {
+		conds = append(conds, k+" = "+QuoteString(slo.Scope[k]))
+	}
+	r.outcome = out
+	r.y = out.Covariate()
+	r.q = slo.Quantile
+	r.scope = strings.Join(append(conds, "isFinite("+r.y+")"), " AND ")
+	r.win = req.Window
+	return r, nil
+}
+
+func (r *run) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.notes = append(r.notes, msg)
+	r.a.log.Debug(msg)
+}
+
+// --- SQL fragments -------------------------------------------------------
+
+func (r *run) table() string { return r.cfg.Table + " FINAL" }
+
+func inInterval(iv Interval) string {
+	return fmt.Sprintf("(start_ns >= %d AND start_ns < %d)", iv.Start.UnixNano(), iv.End.UnixNano())
+}
+
+// prune bounds the DateTime key column, so that the primary key and
+// partitions prune (start_ns is not in the sorting key).
+func prune(ivs ...Interval) string {
+	lo, hi := ivs[0].Start, ivs[0].End
+	for _, iv := range ivs[1:] {
+		if iv.Start.Before(lo) {
+			lo = iv.Start
+		}
+		if iv.End.After(hi) {
+			hi = iv.End
+		}
+	}
+	return fmt.Sprintf("start_time >= toDateTime(%d) AND start_time <= toDateTime(%d)", lo.Unix(), hi.Unix())
+}
+
+func (r *run) inWin() string { return inInterval(r.win) }
+
+// inWin01 is the Float64 window indicator (1 for every row without a
+// baseline).
+func (r *run) inWin01() string {
+	if r.base == nil {
+		return "1"
+	}
+	return "toFloat64(" + r.inWin() + ")"
+}
+
+func (r *run) whereIn(ivs ...Interval) string {
+	parts := make([]string, len(ivs))
+	for i, iv := range ivs {
+		parts[i] = inInterval(iv)
+	}
+	return r.scope + " AND " + prune(ivs...) + " AND (" + strings.Join(parts, " OR ") + ")"
+}
+
+func (r *run) winWhere() string { return r.whereIn(r.win) }
+
+// pooledWhere selects the window and baseline rows the fits pool.
+func (r *run) pooledWhere() string {
+	if r.base == nil {
+		return r.winWhere()
+	}
+	return r.whereIn(r.win, *r.base)
+}
+
+func (r *run) tailExpr() string { return "toFloat64(" + r.y + " > " + FormatFloat(r.tailT) + ")" }
+func (r *run) logExpr() string  { return "log(greatest(" + r.y + ", 0.001))" }
+
+// --- queries ---------------------------------------------------------------
+
+func (r *run) query(what, q string, scan func(Rows) error) error {
+	t0 := time.Now()
+	err := queryRows(r.ctx, r.a.db, what, q, scan)
+	r.done(what, q, t0)
+	return err
+}
+
+func (r *run) floats(what, q string, n int) ([]float64, error) {
+	t0 := time.Now()
+	v, err := queryFloats(r.ctx, r.a.db, what, q, n)
+	r.done(what, q, t0)
+	return v, err
+}
+
+// groups runs a first pass: labels strings then n Float64 columns per row.
+func (r *run) groups(what, q string, labels, n int) ([]GroupRow, error) {
+	var out []GroupRow
+	err := r.query(what, q, func(rows Rows) error {
+		g := GroupRow{Labels: make([]string, labels), Values: make([]float64, n)}
+		dest := make([]any, 0, labels+n)
+		for i := range g.Labels {
+			dest = append(dest, &g.Labels[i])
+		}
+		for i := range g.Values {
+			dest = append(dest, &g.Values[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		out = append(out, g)
+		return nil
+	})
+	return out, err
+}
+
+func (r *run) done(what, q string, t0 time.Time) {
+	d := time.Since(t0)
+	r.queries++
+	r.qtime += d
+	r.a.log.Debug("causal query", "what", what, "duration", d, "sql_bytes", len(q))
+}
+
+func (r *run) count(where string) (int, error) {
+	v, err := r.floats("count", "SELECT toFloat64(count()) FROM "+r.table()+" WHERE "+where, 1)
+	if err != nil {
+		return 0, err
+	}
+	return int(v[0]), nil
+}
+
+// quantile computes the SLO quantile of n rows with its interval from the
+// n−l+1 slowest (ORDER BY … DESC LIMIT), the order-statistic convention of
+// QuantileRanks (quantileExact's rank convention differs).
+func (r *run) quantile(where string, n int) (QuantileCI, error) {
+	l, _, err := QuantileRanks(n, r.q, r.cfg.Level)
+	if err != nil {
+		return QuantileCI{}, err
+	}
+	m := n - l + 1
+	vals := make([]float64, 0, m)
+	q := fmt.Sprintf("SELECT %s AS tc_v FROM %s WHERE %s ORDER BY tc_v DESC LIMIT %d", r.y, r.table(), where, m)
+	err = r.query("slowest requests", q, func(rows Rows) error {
+		var v float64
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		vals = append(vals, v)
+		return nil
+	})
+	if err != nil {
+		return QuantileCI{}, err
+	}
+	return QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
+}
+
+// --- the analysis ------------------------------------------------------------
+
+func (r *run) analyze() error {
+	if err := r.resolveBaseline(); err != nil {
+		return err
+	}
+	var err error
+	if r.nWin, err = r.count(r.winWhere()); err != nil {
+		return err
+	}
+	minN := max(r.cfg.MinRequests, MinSampleSize(r.q, r.cfg.Level))
+	if r.nWin < minN {
+		r.note("%d requests in the window, fewer than the %d needed to judge the %v-quantile", r.nWin, minN, r.q)
+		r.insufficient = true
+		return nil
+	}
+	if r.winQ, err = r.quantile(r.winWhere(), r.nWin); err != nil {
+		return err
+	}
+	if r.base != nil {
+		if r.nBase, err = r.count(r.whereIn(*r.base)); err != nil {
+			return err
+		}
+		if r.nBase >= max(r.cfg.MinBaselineRequests, MinSampleSize(r.q, r.cfg.Level)) {
+			if r.baseQ, err = r.quantile(r.whereIn(*r.base), r.nBase); err != nil {
+				return err
+			}
+		} else {
+			r.note("baseline %s holds %d requests, fewer than %d: analysed without a baseline", fmtInterval(*r.base), r.nBase, r.cfg.MinBaselineRequests)
+			r.base, r.baseSource, r.nBase = nil, BaselineNone, 0
+		}
+	}
+	var baseCI *QuantileCI
+	if r.base != nil {
+		baseCI = &r.baseQ
+	}
+	b := DetectBreach(r.winQ, baseCI, &BreachConfig{ThresholdMS: r.req.SLO.ThresholdMS, MinRelIncrease: r.relIncrease()})
+	// With an SLO threshold the threshold decides (it is the team's
+	// definition of broken); the baseline rule decides only without one.
+	rule := "baseline"
+	if r.req.SLO.ThresholdMS > 0 {
+		rule = "slo"
+	}
+	r.breach = Breach{Reasons: b.Reasons}
+	for _, why := range b.Reasons {
+		if why == rule {
+			r.breach.Breached = true
+		}
+	}
+	if r.req.SLO.ThresholdMS == 0 && r.base == nil {
+		r.note("no SLO threshold and no baseline: a breach cannot be declared")
+	}
+	if !r.breach.Breached {
+		return nil
+	}
+	r.tailT = r.req.SLO.ThresholdMS
+	if r.tailT == 0 {
+		r.tailT = r.baseQ.Estimate
+	}
+	return r.attribute()
+}
+
+func (r *run) relIncrease() float64 {
+	if r.cfg.MinRelIncrease == 0 {
+		return -1 // DetectBreach: negative means no margin
+	}
+	return r.cfg.MinRelIncrease
+}
+
+func fmtInterval(iv Interval) string {
+	return iv.Start.UTC().Format(time.RFC3339) + ".." + iv.End.UTC().Format(time.RFC3339)
+}
+
+// resolveBaseline applies the baseline rule of design.md: explicit; else the
+// BaselineLength before the window when it holds enough requests; else the
+// healthy part of the window before the breach began; else none.
+func (r *run) resolveBaseline() error {
+	if r.req.Baseline != nil {
+		b := *r.req.Baseline
+		r.base, r.baseSource = &b, BaselineExplicit
+		return nil
+	}
+	pre := Interval{Start: r.win.Start.Add(-r.cfg.BaselineLength), End: r.win.Start}
+	n, err := r.count(r.whereIn(pre))
+	if err != nil {
+		return err
+	}
+	if n >= r.cfg.MinBaselineRequests {
+		r.base, r.baseSource = &pre, BaselinePreceding
+		return nil
+	}
+	start, ok, err := r.breachStart()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.baseSource = BaselineNone
+		r.note("no baseline: %d requests in the %s before the window and no change point inside it", n, r.cfg.BaselineLength)
+		return nil
+	}
+	b := Interval{Start: r.win.Start, End: start}
+	r.base, r.baseSource = &b, BaselineChangePoint
+	r.win = Interval{Start: start, End: r.win.End}
+	r.note("baseline from the window itself: the %v-quantile series changes at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), fmtInterval(r.win))
+	return nil
+}
+
+// breachStart finds where the breach began inside the window from the
+// per-bucket log-quantile series (BreachStart).
+func (r *run) breachStart() (time.Time, bool, error) {
+	n, err := r.count(r.winWhere())
+	if err != nil || n == 0 {
+		return time.Time{}, false, err
+	}
+	span := r.win.End.Sub(r.win.Start)
+	// About 40 buckets, each expected to hold 100+ requests, at least 10 s.
+	w := span / 40
+	if per := time.Duration(float64(span) * 100 / float64(n)); per > w {
+		w = per
+	}
+	w = max(w.Round(time.Second), 10*time.Second)
+	const minBucketRows = 50
+	q := fmt.Sprintf(`SELECT toFloat64(intDiv(start_ns, %d)) AS tc_b, toFloat64(count()), toFloat64(quantileExact(%s)(%s))
+FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), FormatFloat(r.q), r.y, r.table(), r.winWhere())
+	var series []float64
+	var starts []time.Time
+	err = r.query("quantile series", q, func(rows Rows) error {
+		var b, c, v float64
+		if err := rows.Scan(&b, &c, &v); err != nil {
+			return err
+		}
+		if c >= minBucketRows && v > 0 {
+			series = append(series, math.Log(v))
+			starts = append(starts, time.Unix(0, int64(b)*w.Nanoseconds()))
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	i, ok := BreachStart(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	t := starts[i]
+	if !t.After(r.win.Start) {
+		return time.Time{}, false, nil
+	}
+	return t, true, nil
+}
+
+func (r *run) result() *Analysis {
+	slo := r.req.SLO
+	if slo.Scope == nil {
+		slo.Scope = map[string]string{}
+	}
+	in := Incident{
+		Status:        StatusOK,
+		SLO:           slo,
+		Window:        r.win,
+		ObservedP99MS: r.winQ.Estimate,
+		BaselineP99MS: r.baseQ.Estimate,
+		Requests:      int64(r.nWin),
+		TailRequests:  int64(r.nWinTail),
+		Method:        Method{Estimator: Estimator, DAG: r.a.dag.Version(), Version: r.cfg.Version},
+	}
+	if r.base != nil {
+		in.Baseline = *r.base
+	} else {
+		in.Baseline = Interval{Start: r.win.Start, End: r.win.Start}
+	}
+	an := &Analysis{
+		Breach:           r.breach,
+		BaselineSource:   r.baseSource,
+		WindowQuantile:   r.winQ,
+		BaselineQuantile: r.baseQ,
+		TailThresholdMS:  r.tailT,
+		Notes:            r.notes,
+		Queries:          r.queries,
+		QueryTime:        r.qtime,
+	}
+	if r.breach.Breached {
+		in.Status = StatusFiring
+		in.IncidentID = r.req.IncidentID
+		if in.IncidentID == "" {
+			in.IncidentID = IncidentID(slo.Scope, r.win.Start)
+		}
+		var cs []Culprit
+		for _, c := range r.all() {
+			an.Candidates = append(an.Candidates, c.cand)
+			if c.cand.Culprit {
+				cs = append(cs, c.culprit())
+			}
+		}
+		RankCulprits(cs)
+		if len(cs) > r.cfg.MaxCulprits {
+			for i := r.cfg.MaxCulprits; i < len(cs); i++ {
+				for k := range an.Candidates {
+					if an.Candidates[k].Cause == cs[i].Cause && an.Candidates[k].Entity == cs[i].Entity {
+						an.Candidates[k].Culprit = false
+					}
+				}
+			}
+			cs = cs[:r.cfg.MaxCulprits]
+		}
+		in.Culprits = cs
+		if len(cs) == 0 {
+			r.note("breach without a credible culprit: no cause's attributable fraction is significantly above %v", r.cfg.MinAF)
+			an.Notes = r.notes
+		}
+	}
+	in.Notes = an.Notes
+	an.Incident = in
+	return an
+}
