@@ -366,7 +366,10 @@ type placementRow struct {
 	exp                           []expCounts // per cause, r.causes order
 }
 
-func (p placementRow) engineKey() string { return p.host + "/" + p.engine }
+// engineKey is the engine's label as the DAG's engine node computes it:
+// concat(host, '/', pod, '/', engine) (the engine index alone repeats on
+// every pod of a host).
+func (p placementRow) engineKey() string { return p.host + "/" + p.pod + "/" + p.engine }
 
 // entityStats aggregates placement rows of one engine or GPU.
 type entityStats struct {
@@ -392,7 +395,7 @@ func (r *run) queryPlacements() error {
 	win := r.inWin()
 	tail := "(" + r.y + " > " + FormatFloat(r.tailT) + ")"
 	cols := []string{
-		"toString(host)", "toString(engine)", "toString(gpu)", "toString(model)", "toString(any(pod))",
+		"toString(host)", "toString(engine)", "toString(gpu)", "toString(model)", "toString(pod)",
 		fmt.Sprintf("toFloat64(countIf(%s))", win),
 		fmt.Sprintf("toFloat64(countIf(%s AND %s))", win, tail),
 		fmt.Sprintf("toFloat64(countIf(%s))", base),
@@ -413,7 +416,7 @@ func (r *run) queryPlacements() error {
 			fmt.Sprintf("toFloat64(countIf(%s AND %s AND %s))", base, tail, e),
 		)
 	}
-	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere() + "\nGROUP BY host, engine, gpu, model"
+	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere() + "\nGROUP BY host, pod, engine, gpu, model"
 	r.placements = nil
 	err := r.query("placement counts", q, func(rows Rows) error {
 		var p placementRow
@@ -434,7 +437,7 @@ func (r *run) queryPlacements() error {
 	}
 	sort.Slice(r.placements, func(i, j int) bool {
 		a, b := r.placements[i], r.placements[j]
-		return a.host+"\x00"+a.engine+"\x00"+a.gpu+"\x00"+a.model < b.host+"\x00"+b.engine+"\x00"+b.gpu+"\x00"+b.model
+		return a.host+"\x00"+a.pod+"\x00"+a.engine+"\x00"+a.gpu+"\x00"+a.model < b.host+"\x00"+b.pod+"\x00"+b.engine+"\x00"+b.gpu+"\x00"+b.model
 	})
 	r.engines, r.gpus = map[string]*entityStats{}, map[string]*entityStats{}
 	for _, p := range r.placements {
@@ -540,7 +543,7 @@ func (r *run) queryAffected() error {
 // treatment value (NaN: unknown).
 type topRow struct {
 	y                        float64
-	trace, host, engine, gpu string
+	trace, host, engine, gpu string // engine: the engine node's label (engineKey)
 	vals                     []float64 // per r.causes
 }
 
@@ -553,7 +556,11 @@ func (r *run) queryTop(m int) error {
 		m = max(4*(r.nWin-k+1), 1000, r.nWin-r.winQ.LowerRank+1)
 	}
 	m = min(m, r.nWin)
-	cols := []string{r.y + " AS tc_v", "toString(trace_id)", "toString(host)", "toString(engine)", "toString(gpu)"}
+	engineLabel := "concat(host, '/', pod, '/', engine)"
+	if n, ok := r.a.dag.Node("engine"); ok && n.Expr != "" {
+		engineLabel = n.Expr
+	}
+	cols := []string{r.y + " AS tc_v", "toString(trace_id)", "toString(host)", "toString(" + engineLabel + ")", "toString(gpu)"}
 	for _, c := range r.causes {
 		cols = append(cols, "toFloat64("+c.treatment+")")
 	}
@@ -608,7 +615,7 @@ func (r *run) onEntity(t topRow, c *causeRun) bool {
 	if c.kind == kindGPU {
 		return t.gpu == c.entityKey
 	}
-	return t.host+"/"+t.engine == c.entityKey
+	return t.engine == c.entityKey
 }
 
 // ensureCounterfactuals refetches more of the slowest rows while some

@@ -32,7 +32,7 @@ func ExampleDAG_BackdoorSet() {
 	ok, _ := m.IsBackdoorSet("x", "y", []string{"m"})
 	fmt.Println(z, ok)
 	// Output:
-	// default@1 [engine prompt_tokens completion_tokens running] <nil>
+	// default@1 [engine prompt_mix output_mix prompt_tokens completion_tokens running] <nil>
 	// [] false
 }
 

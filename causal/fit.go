@@ -665,7 +665,7 @@ func (r *run) exemplars(c *causeRun) []string {
 			continue
 		}
 		if c.placement == nil && c.entityKey != "" {
-			if (c.kind == kindGPU && t.gpu != c.entityKey) || (c.kind == kindEngine && t.host+"/"+t.engine != c.entityKey) {
+			if (c.kind == kindGPU && t.gpu != c.entityKey) || (c.kind == kindEngine && t.engine != c.entityKey) {
 				continue
 			}
 		}

@@ -436,6 +436,7 @@ func (r *run) result() *Analysis {
 			}
 		}
 		RankCulprits(cs)
+		cs = dedupeCulprits(cs, an.Candidates)
 		if len(cs) > r.cfg.MaxCulprits {
 			for i := r.cfg.MaxCulprits; i < len(cs); i++ {
 				for k := range an.Candidates {
@@ -455,4 +456,39 @@ func (r *run) result() *Analysis {
 	in.Notes = an.Notes
 	an.Incident = in
 	return an
+}
+
+// dedupeCulprits keeps the best-ranked culprit of each (cause, entity):
+// two DAG nodes may measure one cause (the engine's prompt mix and the
+// request's own prompt both measure workload.long_prompts). The other
+// candidates are marked as not culprits, and the ranks renumbered.
+func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
+	type key struct {
+		cause  Cause
+		entity Entity
+	}
+	seen := map[key]bool{}
+	out := cs[:0]
+	for _, c := range cs {
+		k := key{c.Cause, c.Entity}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, c)
+	}
+	kept := map[key]float64{}
+	for _, c := range out {
+		kept[key{c.Cause, c.Entity}] = c.AttributableFraction
+	}
+	for i := range cands {
+		c := &cands[i]
+		if af, ok := kept[key{c.Cause, c.Entity}]; ok && c.Culprit && c.Estimate.Attributed.Value != af {
+			c.Culprit = false
+		}
+	}
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
 }

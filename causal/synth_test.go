@@ -93,7 +93,7 @@ var synthColumns = []string{
 	"engine", "gpu", "gpu_index", "start_ns", "end_ns", "start_time", "e2e_ms", "ttft_ms", "queue_ms",
 	"prefill_ms", "decode_ms", "tpot_ms", "prompt_tokens", "completion_tokens", "running_at_arrival",
 	"waiting_at_arrival", "kv_usage_at_arrival", "kv_usage_max", "preemptions_during", "prefix_hit_ratio",
-	"engine_prompt_tps", "sm_clock_min_mhz", "sm_clock_norm_mhz", "sm_clock_ratio", "throttle_reasons",
+	"engine_prompt_tps", "engine_mean_prompt_tokens", "engine_mean_output_tokens", "sm_clock_min_mhz", "sm_clock_norm_mhz", "sm_clock_ratio", "throttle_reasons",
 	"gpu_temp_max_c", "power_max_w", "dram_active_max", "pcie_bytes_per_s_max", "xid_last",
 	"engine_match", "gpu_match", "enriched_at",
 }
@@ -114,7 +114,7 @@ func newSynthBlock(capacity int) *synthBlock {
 	for _, c := range []string{"uid", "trace_id", "span_id", "request_id", "source", "span_name", "service", "model", "host", "pod", "engine", "gpu", "gpu_index", "engine_match", "gpu_match"} {
 		b.str[c] = make([]string, 0, capacity)
 	}
-	for _, c := range []string{"e2e_ms", "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "tpot_ms", "running_at_arrival", "waiting_at_arrival", "kv_usage_at_arrival", "kv_usage_max", "preemptions_during", "prefix_hit_ratio", "engine_prompt_tps", "sm_clock_min_mhz", "sm_clock_norm_mhz", "sm_clock_ratio", "gpu_temp_max_c", "power_max_w", "dram_active_max", "pcie_bytes_per_s_max"} {
+	for _, c := range []string{"e2e_ms", "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "tpot_ms", "running_at_arrival", "waiting_at_arrival", "kv_usage_at_arrival", "kv_usage_max", "preemptions_during", "prefix_hit_ratio", "engine_prompt_tps", "engine_mean_prompt_tokens", "engine_mean_output_tokens", "sm_clock_min_mhz", "sm_clock_norm_mhz", "sm_clock_ratio", "gpu_temp_max_c", "power_max_w", "dram_active_max", "pcie_bytes_per_s_max"} {
 		b.f64[c] = make([]float64, 0, capacity)
 	}
 	b.u64["start_ns"], b.u64["end_ns"] = make([]uint64, 0, capacity), make([]uint64, 0, capacity)
@@ -316,6 +316,10 @@ func (g *synthGen) next(max int) *synthBlock {
 			"waiting_at_arrival": waiting, "kv_usage_at_arrival": kv * 0.9, "kv_usage_max": kv,
 			"preemptions_during": preempt, "prefix_hit_ratio": 0.5 + 0.05*rng.NormFloat64(),
 			"engine_prompt_tps": 8000 + 1500*rng.NormFloat64() + 20000*batchLong,
+			// The engine's mix: the mean prompt of the lognormal mixture
+			// the requests are drawn from, measured over a scrape interval.
+			"engine_mean_prompt_tokens": (1-longShare)*600*math.Exp(0.245) + longShare*9000*math.Exp(0.045) + 40*rng.NormFloat64(),
+			"engine_mean_output_tokens": 180*math.Exp(0.1) + 8*rng.NormFloat64(),
 			"sm_clock_min_mhz":  1980 * clock, "sm_clock_norm_mhz": 1980, "sm_clock_ratio": clock,
 			"gpu_temp_max_c": temp, "power_max_w": 500 + 40*rng.NormFloat64(), "dram_active_max": dram,
 			"pcie_bytes_per_s_max": math.Max(pcie, 0),

@@ -38,6 +38,7 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 	nanAll(&row.RunningAtArrival, &row.RunningAgeMs, &row.WaitingAtArrival, &row.WaitingAgeMs,
 		&row.KVUsageAtArrival, &row.KVUsageMax, &row.KVUsageAgeMs, &row.PreemptionsDuring, &row.PreemptAgeMs,
 		&row.PrefixHitRatio, &row.PrefixAgeMs, &row.EnginePromptTPS, &row.EngineGenTPS, &row.EngineTPSAgeMs,
+		&row.EngineMeanPromptTokens, &row.EngineMeanOutputTokens,
 		&row.SMClockMinMHz, &row.SMClockNormMHz, &row.SMClockRatio, &row.SMClockAgeMs, &row.ThrottleAgeMs,
 		&row.GPUTempMaxC, &row.GPUTempAgeMs, &row.PowerMaxW, &row.PowerAgeMs, &row.DRAMActiveMax, &row.DRAMActiveAgeMs,
 		&row.PCIeBytesPerSMax, &row.PCIeAgeMs, &row.XIDAgeMs)
@@ -86,6 +87,22 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 		if s := m[normalize.MetricPromptTokens]; s != nil {
 			if sum, cov, age, ok := s.overlap(a, b); ok && cov > 0 && age <= float64(maxAge)/1e6 {
 				row.EnginePromptTPS, row.EngineTPSAgeMs = sum/cov, age
+			}
+		}
+		// The workload mix: tokens per finished request on the engine over
+		// the intervals overlapping the request (vllm:request_success_total).
+		if done := m[normalize.MetricRequestSuccess]; done != nil {
+			if n, _, _, ok := done.overlap(a, b); ok && n > 0 {
+				if s := m[normalize.MetricPromptTokens]; s != nil {
+					if sum, _, _, ok := s.overlap(a, b); ok {
+						row.EngineMeanPromptTokens = sum / n
+					}
+				}
+				if s := m[normalize.MetricGenerationTokens]; s != nil {
+					if sum, _, _, ok := s.overlap(a, b); ok {
+						row.EngineMeanOutputTokens = sum / n
+					}
+				}
 			}
 		}
 		if s := m[normalize.MetricGenerationTokens]; s != nil {

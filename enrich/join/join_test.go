@@ -57,11 +57,11 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 	j := newJoiner(t)
 	b := base()
 	var ss []normalize.Sample
-	for i, v := range []struct{ run, wait, kv, pre, hits, queries float64 }{
-		{4, 0, 0.50, 10, 100, 1000}, // t=0
-		{6, 2, 0.70, 10, 300, 2000}, // t=10
-		{8, 5, 0.97, 15, 400, 3000}, // t=20
-		{3, 0, 0.60, 15, 900, 4000}, // t=30
+	for i, v := range []struct{ run, wait, kv, pre, hits, queries, done, prompt float64 }{
+		{4, 0, 0.50, 10, 100, 1000, 100, 0},     // t=0
+		{6, 2, 0.70, 10, 300, 2000, 110, 10000}, // t=10
+		{8, 5, 0.97, 15, 400, 3000, 130, 30000}, // t=20
+		{3, 0, 0.60, 15, 900, 4000, 140, 40000}, // t=30
 	} {
 		ts := b + uint64(i)*10*sec
 		ss = append(ss,
@@ -71,6 +71,8 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 			engineSample(normalize.MetricPreemptions, normalize.Cumulative, ts, v.pre),
 			engineSample(normalize.MetricPrefixHits, normalize.Cumulative, ts, v.hits),
 			engineSample(normalize.MetricPrefixQueries, normalize.Cumulative, ts, v.queries),
+			engineSample(normalize.MetricRequestSuccess, normalize.Cumulative, ts, v.done),
+			engineSample(normalize.MetricPromptTokens, normalize.Cumulative, ts, v.prompt),
 		)
 	}
 	ss = append(ss,
@@ -107,6 +109,10 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 	near(t, "preemptions_age_ms", r.PreemptAgeMs, 0)
 	// Prefix: hits 100+500 over queries 1000+1000.
 	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 600.0/2000.0)
+	// Mix: (20000+10000) prompt tokens over (20+10) finished requests.
+	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 1000)
+	near(t, "engine_prompt_tps", r.EnginePromptTPS, 30000.0/20)
+	near(t, "engine_mean_output_tokens (no generation counter)", r.EngineMeanOutputTokens, math.NaN())
 	near(t, "sm_clock_min", r.SMClockMinMHz, 1200)
 	near(t, "sm_clock_norm", r.SMClockNormMHz, 1980)
 	near(t, "sm_clock_ratio", r.SMClockRatio, 1200.0/1980.0)

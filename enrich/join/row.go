@@ -30,16 +30,19 @@ type Row struct {
 	PrefixHitRatio, PrefixAgeMs     float64
 	EnginePromptTPS, EngineGenTPS   float64
 	EngineTPSAgeMs                  float64
-	SMClockMinMHz, SMClockNormMHz   float64
-	SMClockRatio, SMClockAgeMs      float64
-	ThrottleReasons                 uint32
-	ThrottleAgeMs                   float64
-	GPUTempMaxC, GPUTempAgeMs       float64
-	PowerMaxW, PowerAgeMs           float64
-	DRAMActiveMax, DRAMActiveAgeMs  float64
-	PCIeBytesPerSMax, PCIeAgeMs     float64
-	XIDLast                         uint32
-	XIDAgeMs                        float64
+	// The engine's workload mix while the request ran: prompt and output
+	// tokens per finished request over the overlapping scrape intervals.
+	EngineMeanPromptTokens, EngineMeanOutputTokens float64
+	SMClockMinMHz, SMClockNormMHz                  float64
+	SMClockRatio, SMClockAgeMs                     float64
+	ThrottleReasons                                uint32
+	ThrottleAgeMs                                  float64
+	GPUTempMaxC, GPUTempAgeMs                      float64
+	PowerMaxW, PowerAgeMs                          float64
+	DRAMActiveMax, DRAMActiveAgeMs                 float64
+	PCIeBytesPerSMax, PCIeAgeMs                    float64
+	XIDLast                                        uint32
+	XIDAgeMs                                       float64
 
 	AttrKeys, AttrValues []string
 	KafkaPartition       int32

@@ -1,6 +1,6 @@
 -- Base tables of the enrich path. Timestamps are UInt64 Unix nanoseconds plus a
 -- DateTime column used for partitioning; extra attributes are parallel arrays.
--- Rendered per server version: see schemas/render.go.
+-- Rendered per server version: see schemas/schemas.go.
 
 CREATE TABLE IF NOT EXISTS requests
 (
@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS requests
     engine_prompt_tps      Float64,
     engine_gen_tps         Float64,
     engine_tps_age_ms      Float64,
+    engine_mean_prompt_tokens Float64,
+    engine_mean_output_tokens Float64,
     sm_clock_min_mhz       Float64,
     sm_clock_norm_mhz      Float64,
     sm_clock_ratio         Float64,
