@@ -19,6 +19,7 @@ import (
 type reqRec struct {
 	pod        string
 	start, end time.Duration // since the run start
+	e2e        float64       // seconds (gen_ai.latency.e2e)
 	ttft       float64       // seconds, NaN if none
 	queue      float64
 	prefill    float64
@@ -91,7 +92,7 @@ func (c *capture) Traces(_ context.Context, td ptrace.Traces) error {
 				}
 				r := reqRec{
 					pod: pod.Str(), start: c.since(sp.StartTimestamp()), end: c.since(sp.EndTimestamp()),
-					ttft: f("gen_ai.latency.time_to_first_token"), queue: f("gen_ai.latency.time_in_queue"),
+					e2e: f("gen_ai.latency.e2e"), ttft: f("gen_ai.latency.time_to_first_token"), queue: f("gen_ai.latency.time_in_queue"),
 					prefill: f("gen_ai.latency.time_in_model_prefill"), decode: f("gen_ai.latency.time_in_model_decode"),
 					prompt: i("gen_ai.usage.prompt_tokens"), completion: i("gen_ai.usage.completion_tokens"),
 					cached: i("gen_ai.usage.cached_tokens"),

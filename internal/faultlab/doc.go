@@ -18,12 +18,27 @@
 //   - the workload (workload.go): replays of the embedded real traces (Azure
 //     LLM inference 2023, Mooncake; see workloads/README.md for attribution
 //     and licences) or an external trace, with rate scaling, time
-//     compression and per-model mixes; a cache-aware router;
+//     compression, per-model mixes and optional deployment system prompts.
+//     The built-in traces are made stationary at the minute scale (their
+//     clock is warped to a uniform rate over 60 s windows, and the Azure
+//     length mix is permuted over the hour) so that a fault-free run never
+//     breaches a P99 by the drift of the recorded day; bursts shorter than
+//     a minute are kept. The router sends session traffic to its session's
+//     engine and spreads the rest round-robin, so a slow engine keeps its
+//     share of arrivals, as behind a Kubernetes Service;
 //   - faults (scenario.go, scenarios/*.json): every cause of the design's
 //     taxonomy with onset, duration, magnitude and target, acting through
 //     the physics above, plus decoys; the ground truth of a run (truth.go);
 //   - output (emit.go): pdata batches to a Sink in event-time order, bounded
 //     in size; the sinks themselves live in package faultlab/sink.
+//
+// Warm-up: a run simulates Config.Warmup (5 minutes by default) before its
+// first instant and emits nothing of it, so that caches, batches and GPU
+// temperatures are in their working state when the telemetry starts.
+//
+// Calibration (calibration_test.go): every fault scenario breaks the P99 of
+// its target model's e2e latency (≥ 1.6× over the fault) through its own
+// mechanism, and the fault-free ones keep every model's P99 within ±15%.
 //
 // Determinism: every random draw comes from a math/rand/v2 PCG source
 // derived from Config.Seed, one per component; nothing iterates a map into

@@ -211,6 +211,9 @@ func (o *emitter) requestSpan(r *request, end int64, why finishReason, failed bo
 // stepSpan emits one SGLang stage span (decode_loop, prefill_forward,
 // chunked_prefill) as a child of the request's root span.
 func (o *emitter) stepSpan(r *request, name string, start, end int64, decodeCt int64) {
+	if r.arrival < 0 {
+		return // a warm-up request emits nothing
+	}
 	sp := o.spans(r.e).AppendEmpty()
 	tid := r.traceID
 	clear(tid[:8])

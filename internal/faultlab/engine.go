@@ -14,7 +14,8 @@ type request struct {
 	e        *engine
 	arrival  int64 // API server receipt (span start)
 	queued   int64 // engine core receipt, after tokenisation
-	prompt   int32
+	prompt   int32 // including sys
+	sys      int32 // system prompt tokens the deployment put in front
 	out      int32 // tokens to generate
 	keys     []uint64
 	affinity uint64
@@ -79,6 +80,7 @@ type engine struct {
 	budgetMul  float64
 	slowMul    float64 // entity.degraded
 	forceShare float64 // queue.saturation at engine: share of model traffic forced here
+	steerLong  bool    // engine.prefill_interference: the model's long prompts come here
 
 	cnt          engineCounters
 	counterStart int64
@@ -111,6 +113,7 @@ func newEngine(idx int, m *model, h *host, gs []*gpu, local int) *engine {
 		port:    8000 + local,
 		maxSeqs: m.spec.MaxNumSeqs,
 		kvFrac:  1, budgetMul: 1, slowMul: 1,
+		hungUntil: math.MinInt64,
 	}
 	if e.maxSeqs == 0 {
 		e.maxSeqs = 256
@@ -153,6 +156,10 @@ func itoa(i int) string {
 	}
 	return string(b[n:])
 }
+
+// longPromptTokens is where a prompt counts as long: about the longest 5%
+// of the default fleet's chat and code prompts (RAG, long documents).
+const longPromptTokens = 4608
 
 func (e *engine) load() int { return len(e.running) + e.waiting.len() }
 

@@ -33,11 +33,12 @@ const (
 	evFaultOn
 	evFaultOff
 	evXID
+	evWarmEnd
 	evEnd
 )
 
 type event struct {
-	t     int64 // simulated ns since start
+	t     int64 // simulated ns since start (negative during warm-up)
 	seq   uint64
 	kind  eventKind
 	epoch uint32

@@ -32,6 +32,7 @@ type model struct {
 	arch    ModelArch
 	service string // service.name of its engines' spans
 	engines []*engine
+	rr      int // round-robin position of the router
 }
 
 // pciBusIDs follow the usual HGX H100/H200 8-GPU board layout.
@@ -123,6 +124,12 @@ func buildFleet(spec FleetSpec, stepShare float64) (*fleet, error) {
 		if ms.MaxBatchedTokens < 0 || ms.MaxNumSeqs < 0 {
 			bad("models[%d]: negative max_batched_tokens or max_num_seqs", i)
 		}
+		if ms.MaxModelLen != 0 && (ms.MaxModelLen < 1024 || ms.MaxModelLen > arch.MaxModelLen) {
+			bad("models[%d].max_model_len: %d not in [1024, %d]", i, ms.MaxModelLen, arch.MaxModelLen)
+		}
+		if ms.MaxModelLen != 0 {
+			arch.MaxModelLen = ms.MaxModelLen
+		}
 		if len(ms.Workload) == 0 {
 			bad("models[%d].workload: empty", i)
 		}
@@ -132,6 +139,9 @@ func buildFleet(spec FleetSpec, stepShare float64) (*fleet, error) {
 			}
 			if !(st.Share > 0) || math.IsInf(st.Share, 0) {
 				bad("models[%d].workload[%d].share: %v is not positive", i, j, st.Share)
+			}
+			if st.SystemPromptTokens < 0 || st.SystemPromptTokens > arch.MaxModelLen/2 {
+				bad("models[%d].workload[%d].system_prompt_tokens: %d not in [0, %d]", i, j, st.SystemPromptTokens, arch.MaxModelLen/2)
 			}
 		}
 		if ms.MaxBatchedTokens == 0 {

@@ -96,6 +96,9 @@ func TestPhysicsKVInvariants(t *testing.T) {
 					Workload: []StreamSpec{{Trace: "mooncake-conversation", Share: 1}}}},
 			}
 			cfg.StepSpanShare = 1
+			// A cold start: the engine is overloaded on purpose, and a
+			// warm-up would leave a backlog that no 4-minute run drains.
+			cfg.Warmup = -1
 			cfg.Scenario = &Scenario{Name: "tiny", Faults: []FaultSpec{{Cause: "kv_cache.preemption",
 				Target: Target{Pod: "llama-3-1-8b-0"}, Onset: "10%", Duration: "80%", Magnitude: 0.9}}}
 			cfg = cfg.resolved()
@@ -373,7 +376,7 @@ func TestFaultSignatures(t *testing.T) {
 			for _, a := range tr.Faults[0].Affected {
 				ob := c.med(a.Pod, before, func(r reqRec) float64 { return float64(r.completion) })
 				od := c.med(a.Pod, during, func(r reqRec) float64 { return float64(r.completion) })
-				if od < 3*ob {
+				if od < 2.5*ob { // outputs ×3 (magnitude 2)
 					t.Errorf("%s: completion median %v → %v", a.Pod, ob, od)
 				}
 			}

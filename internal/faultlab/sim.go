@@ -60,6 +60,7 @@ type sim struct {
 	cfg      Config
 	f        *fleet
 	startNs  int64 // Unix ns of simulated t=0
+	warm     int64 // warm-up simulated in [-warm, 0), emitting nothing
 	end      int64
 	now      int64
 	q        eventQueue
@@ -134,6 +135,15 @@ func newSim(cfg Config, sink Sink) (*sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Warmup > 0 {
+		// Whole physics ticks, so that ticks stay on multiples of the tick.
+		tick := int64(cfg.PhysicsTick)
+		s.warm = (int64(cfg.Warmup) + tick - 1) / tick * tick
+		for _, st := range s.streams {
+			st.base -= float64(s.warm)
+			st.next -= s.warm
+		}
+	}
 	if sc := cfg.Scenario; sc != nil {
 		if err := sc.Validate(cfg.Fleet, cfg.Duration); err != nil {
 			return nil, err
@@ -173,11 +183,14 @@ func (s *sim) loop(ctx context.Context, ro runOptions) error {
 	s.out.ctx = ctx
 	for _, st := range s.streams {
 		if st.next < s.end {
-			s.q.push(event{t: max(0, st.next), kind: evArrival, a: int32(st.idx)})
+			s.q.push(event{t: max(-s.warm, st.next), kind: evArrival, a: int32(st.idx)})
 		}
 	}
 	tick := int64(s.cfg.PhysicsTick)
-	s.q.push(event{t: tick, kind: evTick})
+	s.q.push(event{t: -s.warm + tick, kind: evTick})
+	if s.warm > 0 {
+		s.q.push(event{t: 0, kind: evWarmEnd})
+	}
 	for _, e := range s.f.engines {
 		off := (int64(e.idx)*1_370_000_000 + 500_000_000) % int64(s.cfg.VLLMScrapeInterval)
 		s.q.push(event{t: off, kind: evScrapeVLLM, a: int32(e.idx)})
@@ -282,6 +295,13 @@ func (s *sim) handle(ev event) {
 		e.counterStart = s.now
 		e.kv = newKVCache(e.blocks)
 		s.applyKV(e)
+	case evWarmEnd:
+		// The run starts: counters and statistics count from here.
+		for _, e := range s.f.engines {
+			e.cnt = engineCounters{}
+			e.counterStart = 0
+		}
+		s.stats = newRunStats(s.f)
 	case evTick:
 		s.tick()
 		s.q.push(event{t: s.now + int64(s.cfg.PhysicsTick), kind: evTick})
@@ -317,7 +337,9 @@ func (s *sim) handle(ev event) {
 			return
 		}
 		s.xid(fl)
-		next := s.now + int64(fl.rng.ExpFloat64()/fl.spec.Magnitude*60e9)
+		// A failing GPU throws its XIDs at a steady pace under steady load:
+		// the gaps vary by ±50% around the mean.
+		next := s.now + int64((0.5+fl.rng.Float64())/fl.spec.Magnitude*60e9)
 		if next < fl.end {
 			s.q.push(event{t: next, kind: evXID, a: ev.a})
 		}
@@ -354,7 +376,7 @@ func (s *sim) recycle(r *request) {
 func (s *sim) arrive(st *stream) {
 	tr := st.tr.reqs[st.nextReq]
 	r := s.newRequest(st.m, s.now)
-	r.prompt, r.out = tr.prompt, tr.output
+	r.prompt, r.out, r.sys = tr.prompt+st.sys, tr.output, st.sys
 	r.keys, r.affinity = st.fillKeys(r.keys, st.nextReq, r.prompt)
 	s.admit(r)
 	// queue.saturation at a model: extra arrivals drawn from the same trace.
@@ -371,7 +393,7 @@ func (s *sim) arrive(st *stream) {
 			}
 			idx := s.surge.IntN(len(st.tr.reqs))
 			x := s.newRequest(st.m, at)
-			x.prompt, x.out = st.tr.reqs[idx].prompt, st.tr.reqs[idx].output
+			x.prompt, x.out, x.sys = st.tr.reqs[idx].prompt+st.sys, st.tr.reqs[idx].output, st.sys
 			x.keys, x.affinity = st.fillKeys(x.keys, idx, x.prompt)
 			s.q.push(event{t: at, kind: evEnqueue, r: x})
 		}
@@ -385,7 +407,7 @@ func (s *sim) admit(r *request) {
 	m := r.m
 	mod := s.mods[m.idx]
 	if mod.promptMul != 1 {
-		np := int32(math.Round(float64(r.prompt) * mod.promptMul))
+		np := r.sys + int32(math.Round(float64(r.prompt-r.sys)*mod.promptMul))
 		// The added text is new: fresh segment keys that hit nothing.
 		for j := len(r.keys); j < int(np)/segTokens; j++ {
 			r.keys = append(r.keys, mix3(uint64(r.seq), uint64(j), 0x10a9))
@@ -397,7 +419,10 @@ func (s *sim) admit(r *request) {
 	}
 	maxLen := int32(m.arch.MaxModelLen)
 	if r.prompt > maxLen-16 {
-		r.prompt = maxLen - 16
+		// vLLM's API server rejects a prompt longer than the context (400).
+		s.stats.rejected++
+		s.recycle(r)
+		return
 	}
 	if r.out > maxLen-r.prompt {
 		r.out = maxLen - r.prompt
@@ -449,15 +474,36 @@ func (s *sim) fillIDs(r *request) {
 	put(r.rid[:])
 }
 
-// route is a cache-aware router: requests with a session prefix go to the
+// route is the model's router: requests with a session prefix go to the
 // engine their session hashes to unless it is much busier than the least
-// loaded engine; others go to the least loaded engine (random tie-break).
+// loaded engine; others are spread round-robin over the engines that are
+// up (the Kubernetes Service / vLLM production-stack default). Round-robin
+// does not steer around a slow engine: it keeps its share of arrivals,
+// builds a bigger batch and a queue, which is how one bad replica shows in
+// a model's tail. A least-loaded router would hide most of it.
 func (s *sim) route(r *request) *engine {
 	es := r.m.engines
 	for _, e := range es {
 		if e.forceShare > 0 && !e.down && s.router.Float64() < e.forceShare {
 			return e
 		}
+	}
+	if r.prompt-r.sys >= longPromptTokens {
+		for _, e := range es {
+			if e.steerLong && !e.down {
+				return e
+			}
+		}
+	}
+	if r.affinity == 0 {
+		for range es {
+			e := es[r.m.rr%len(es)]
+			r.m.rr++
+			if !e.down {
+				return e
+			}
+		}
+		return nil
 	}
 	var best *engine
 	ties := 0
@@ -528,6 +574,9 @@ func (s *sim) complete(r *request, why finishReason, failed bool) {
 	e.kv.release(r)
 	r.running = false
 	e.cnt.success[why]++
+	if r.arrival < 0 {
+		return // a warm-up request: not part of the run
+	}
 	s.stats.observe(r, s.now, failed)
 	s.out.requestSpan(r, s.now, why, failed)
 }
@@ -660,7 +709,7 @@ func (s *sim) launch(e *engine, batch []*request) {
 	e.stepEnd = s.now + dt
 	// Account the step to the physics ticks it spans.
 	tick := int64(s.cfg.PhysicsTick)
-	nextTick := (s.now/tick + 1) * tick
+	nextTick := (floorDiv(s.now, tick) + 1) * tick
 	frac := 1.0
 	if e.stepEnd > nextTick {
 		frac = float64(nextTick-s.now) / float64(dt)
@@ -749,8 +798,11 @@ func (s *sim) onFaultStart(fl *fault) {
 }
 
 const (
-	xidHang    = 5 * time.Second
-	xidRestart = 30 * time.Second
+	// A hung engine answers nothing until its liveness probe has failed
+	// three times 10 s apart; the pod then restarts, and loading the
+	// weights and capturing the CUDA graphs again takes about a minute.
+	xidHang    = 30 * time.Second
+	xidRestart = 60 * time.Second
 )
 
 func (s *sim) xid(fl *fault) {
@@ -828,6 +880,7 @@ func (s *sim) recomputeMods() {
 	}
 	for _, e := range s.f.engines {
 		e.kvFrac, e.missProb, e.budgetMul, e.slowMul, e.forceShare = 1, 0, 1, 1, 0
+		e.steerLong = false
 	}
 	for _, g := range s.f.gpus {
 		g.thermalMul, g.powerLimit, g.brake = 1, g.kind.TDPW, false
@@ -863,6 +916,7 @@ func (s *sim) recomputeMods() {
 		case "engine.prefill_interference":
 			for _, e := range t.engines {
 				e.budgetMul *= 1 + m
+				e.steerLong = true
 			}
 		case "gpu.thermal_throttle":
 			for _, g := range t.gpus {
@@ -908,4 +962,13 @@ func (s *sim) applyKV(e *engine) {
 			e.kv.evictLRU()
 		}
 	}
+}
+
+// floorDiv is a/b rounded toward −∞ (times are negative during warm-up).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }

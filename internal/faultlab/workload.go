@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -79,7 +80,8 @@ func loadTrace(name string) (*trace, error) {
 			file = b.file
 		}
 	}
-	if file != "" {
+	builtin := file != ""
+	if builtin {
 		data, err = workloadFS.ReadFile(file)
 	} else {
 		if !strings.ContainsAny(name, "/.") {
@@ -94,7 +96,84 @@ func loadTrace(name string) (*trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse trace %s: %w", name, err)
 	}
+	if builtin {
+		t.smooth(smoothWindow)
+		if len(t.hashes) == 0 {
+			t.mixLengths()
+		}
+	}
 	return t, nil
+}
+
+// mixLengths gives every request of a trace without prefix ids the token
+// counts of another request of the same trace, by a fixed permutation: the
+// arrival process stays the recorded one, the length mix becomes the same
+// in every part of the trace. The Azure hour drifts in its mix (the share
+// of long answers changes by the minute), and a model that replays it in
+// real time sees a third of it in a 20-minute run: its P99 would follow
+// the drift. Mooncake traces keep theirs: lengths and prefix ids belong
+// to their conversations.
+func (t *trace) mixLengths() {
+	r := rand.New(rand.NewPCG(t.salt, 0x1e9))
+	n := len(t.reqs)
+	for i := n - 1; i > 0; i-- {
+		j := r.IntN(i + 1)
+		t.reqs[i].prompt, t.reqs[j].prompt = t.reqs[j].prompt, t.reqs[i].prompt
+		t.reqs[i].output, t.reqs[j].output = t.reqs[j].output, t.reqs[i].output
+	}
+}
+
+// smoothWindow is the trace-time scale above which the built-in traces'
+// arrival rate is made uniform (see smooth).
+const smoothWindow = int64(60 * time.Second)
+
+// smooth warps the trace's clock so that its request rate is the same in
+// every window of w: bursts shorter than w keep their shape (relative to
+// the local mean), the drift of the recorded hour does not. The recorded
+// rate swings 2.5× over the Azure conversation hour and the Azure code
+// trace has minutes with no request at all; replayed with compression,
+// that drift turns into load swings of several minutes that move a
+// model's P99 by ±20% with no fault, i.e. false breaches. Order, token
+// counts, prefix ids and the total span are kept.
+func (t *trace) smooth(w int64) {
+	n := len(t.reqs)
+	if n < 3 || t.span <= 2*w {
+		return
+	}
+	mean := float64(n-1) / float64(t.span)
+	gaps := make([]float64, n-1)
+	lo, hi := 0, 0
+	total := 0.0
+	for i := 0; i < n-1; i++ {
+		a, b := t.reqs[i].ts, t.reqs[i+1].ts
+		mid := a + (b-a)/2
+		from, to := max(0, mid-w/2), min(t.span, mid+w/2)
+		// Keep the window w long at the edges of the trace.
+		if to-from < w {
+			if from == 0 {
+				to = w
+			} else {
+				from = t.span - w
+			}
+		}
+		for lo < n && t.reqs[lo].ts < from {
+			lo++
+		}
+		for hi < n && t.reqs[hi].ts <= to {
+			hi++
+		}
+		rho := float64(hi-lo) / float64(to-from)
+		g := float64(b-a) * max(rho/mean, 0.05)
+		gaps[i] = g
+		total += g
+	}
+	k := float64(t.span) / total
+	acc := 0.0
+	for i := 1; i < n; i++ {
+		acc += gaps[i-1] * k
+		t.reqs[i].ts = int64(acc)
+	}
+	t.reqs[n-1].ts = t.span
 }
 
 // parseTrace accepts the Azure LLM inference CSV
@@ -240,6 +319,7 @@ type stream struct {
 	rng     *randSrc
 	next    int64 // simulated time of the next kept request
 	nextReq int   // its index in tr.reqs
+	sys     int32 // system prompt tokens in front of every prompt
 }
 
 // newStream replays tr at targetRate requests/s. The trace plays in real
@@ -293,16 +373,28 @@ func (s *stream) advance() {
 // one of 16 shared system prompts, Zipf-distributed, of 1–3 segments.
 func (s *stream) fillKeys(dst []uint64, i int, prompt int32) (keys []uint64, affinity uint64) {
 	r := s.tr.reqs[i]
+	if s.sys > 0 {
+		// The deployment's system prompt: one of four, Zipf-used; it
+		// replaces the synthetic one of a trace without prefix ids.
+		v := uint64(zipf16(s.rng) % 4)
+		for j := 0; j < int(s.sys)/segTokens; j++ {
+			dst = append(dst, mix3(s.tr.salt^0x5157, v, uint64(j)))
+		}
+		if r.hashLen == 0 {
+			return dst, 0
+		}
+	}
 	if r.hashLen > 0 {
+		n0 := len(dst)
 		hs := s.tr.hashes[r.hashOff : r.hashOff+r.hashLen]
 		for _, h := range hs {
 			dst = append(dst, mix3(s.tr.salt, s.epoch, h))
 		}
 		// Session affinity: the second block distinguishes conversations
 		// (the first is often a system prompt shared by all).
-		a := dst[0]
-		if len(dst) > 1 {
-			a = dst[1]
+		a := dst[n0]
+		if len(dst) > n0+1 {
+			a = dst[n0+1]
 		}
 		return dst, a | 1
 	}
@@ -376,7 +468,9 @@ func streamsFor(f *fleet, cfg Config, cache traceCache, seeds *seeder) ([]*strea
 			keep := target / (native * c)
 			copies := max(1, int(math.Ceil(keep-1e-9)))
 			for k := 0; k < copies; k++ {
-				out = append(out, newStream(len(out), m, tr, c, keep/float64(copies), seeds.next("stream")))
+				st := newStream(len(out), m, tr, c, keep/float64(copies), seeds.next("stream"))
+				st.sys = int32(spec.SystemPromptTokens)
+				out = append(out, st)
 			}
 		}
 	}
