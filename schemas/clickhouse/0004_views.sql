@@ -73,7 +73,7 @@ FROM
         *,
         toStartOfMinute(start_time) AS minute
     FROM requests FINAL
-)
+) AS r
 ANY INNER JOIN
 (
     SELECT
@@ -82,7 +82,7 @@ ANY INNER JOIN
         quantileExact(0.99)(e2e_ms) AS p99_ms
     FROM requests FINAL
     GROUP BY model, minute
-) USING (model, minute)
+) AS p USING (model, minute)
 WHERE e2e_ms >= p99_ms;
 
 -- Culprit history: the ranked culprits of every incident's newest version,
@@ -131,7 +131,7 @@ ANY INNER JOIN
         baseline_p99_ms,
         threshold_ms
     FROM incidents FINAL
-) USING (incident_id, version);
+) AS i USING (incident_id, version);
 
 -- GPU health per GPU per minute from the dcgm-exporter samples: SM clock,
 -- temperature, power, utilisation, DRAM and PCIe activity, throttle reasons
