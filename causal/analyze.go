@@ -28,9 +28,10 @@ type Config struct {
 	// breach detection (0.95).
 	Level float64
 	// MinRequests is the fewest window requests on which a breach may be
-	// declared (1000; never below MinSampleSize(quantile, Level)).
+	// declared (400; never below MinSampleSize(quantile, Level), 368 for the
+	// P99 at 95%: small models serve a few requests per second).
 	MinRequests int
-	// MinBaselineRequests is the fewest requests a baseline needs (1000).
+	// MinBaselineRequests is the fewest requests a baseline needs (400).
 	MinBaselineRequests int
 	// MinRelIncrease is the margin of the baseline rule (DetectBreach): the
 	// window's lower bound must exceed the baseline's upper bound by this
@@ -77,8 +78,8 @@ func DefaultConfig() Config {
 	return Config{
 		Table:               "requests",
 		Level:               0.95,
-		MinRequests:         1000,
-		MinBaselineRequests: 1000,
+		MinRequests:         400,
+		MinBaselineRequests: 400,
 		MinRelIncrease:      0.2,
 		BaselineLength:      time.Hour,
 		KnotQuantiles:       []float64{0.5, 0.75, 0.9, 0.98},

@@ -437,6 +437,7 @@ func (r *run) result() *Analysis {
 		}
 		RankCulprits(cs)
 		cs = dedupeCulprits(cs, an.Candidates)
+		cs = orderByMechanism(r.a.dag, cs, an.Candidates)
 		if len(cs) > r.cfg.MaxCulprits {
 			for i := r.cfg.MaxCulprits; i < len(cs); i++ {
 				for k := range an.Candidates {
@@ -491,4 +492,98 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 		out[i].Rank = i + 1
 	}
 	return out
+}
+
+// orderByMechanism refines the ranking with what the DAG says about how
+// culprits relate, after RankCulprits ordered them by attributable fraction:
+//
+//   - A scope-wide workload culprit (the model's prompt or output mix
+//     shifted) outranks every scope-wide culprit downstream of it: prefill
+//     load, KV usage or the prefix cache moving because the workload changed
+//     are its consequences, not the root.
+//   - A workload culprit localized to one engine (that engine alone got the
+//     long requests: a routing matter) ranks below the engine mechanisms
+//     downstream of it on that engine.
+//   - entity.degraded ("slow and no measured mechanism explains it") ranks
+//     below every measured mechanism that is a culprit on the same engine
+//     or GPU: that mechanism explains at least part of it.
+//
+// Ranks are renumbered; the order is otherwise kept.
+func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
+	if len(cs) < 2 {
+		return cs
+	}
+	node := func(c Culprit) string {
+		for _, k := range cands {
+			if k.Culprit && k.Cause == c.Cause && k.Entity == c.Entity {
+				return k.Node
+			}
+		}
+		return ""
+	}
+	nodes := make([]string, len(cs))
+	for i, c := range cs {
+		nodes[i] = node(c)
+	}
+	localized := func(e Entity) bool { return e.Pod != "" || e.GPU != "" || e.Engine != "" }
+	overlaps := func(a, b Entity) bool {
+		return (a.Pod != "" && a.Pod == b.Pod) || (a.GPU != "" && a.GPU == b.GPU) || (a.Engine != "" && a.Host != "" && a.Host == b.Host && a.Engine == b.Engine && a.Pod == b.Pod)
+	}
+	workload := func(c Culprit) bool { return strings.HasPrefix(string(c.Cause), "workload.") }
+	// before reports whether j must come before i.
+	before := func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		switch {
+		case workload(b) && !localized(b.Entity) && !localized(a.Entity) && nodes[j] != "" && nodes[i] != "" && descends(g, nodes[j], nodes[i]):
+			return true
+		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && nodes[i] != "" && nodes[j] != "" && descends(g, nodes[i], nodes[j]):
+			return true
+		case a.Cause == CauseEntityDegraded && b.Cause != CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
+			return true
+		}
+		return false
+	}
+	// Bubble the few culprits into place; every move follows one rule, and
+	// a bound stops any cycle the rules could form.
+	for pass := 0; pass < len(cs)*len(cs); pass++ {
+		moved := false
+		for i := 0; i < len(cs); i++ {
+			for j := i + 1; j < len(cs); j++ {
+				if before(i, j) && !before(j, i) {
+					c, n := cs[j], nodes[j]
+					copy(cs[i+1:j+1], cs[i:j])
+					copy(nodes[i+1:j+1], nodes[i:j])
+					cs[i], nodes[i] = c, n
+					moved = true
+				}
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	for i := range cs {
+		cs[i].Rank = i + 1
+	}
+	return cs
+}
+
+// descends reports whether node b is a descendant of node a in g.
+func descends(g *DAG, a, b string) bool {
+	seen := map[string]bool{}
+	stack := []string{a}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, c := range g.Children(n) {
+			if c == b {
+				return true
+			}
+			if !seen[c] {
+				seen[c] = true
+				stack = append(stack, c)
+			}
+		}
+	}
+	return false
 }

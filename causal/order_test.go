@@ -1,0 +1,65 @@
+package causal
+
+import (
+	"testing"
+)
+
+func TestOrderByMechanism(t *testing.T) {
+	g, err := DefaultDAG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := Entity{Model: "m"}
+	eng := Entity{Host: "h", Engine: "0", Pod: "p", GPU: "G", Model: "m"}
+	gpu := Entity{Host: "h", GPU: "G"}
+	cands := func(cs []Culprit, nodes ...string) []Candidate {
+		var out []Candidate
+		for i, c := range cs {
+			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: nodes[i], Culprit: true})
+		}
+		return out
+	}
+	order := func(cs []Culprit) []Cause {
+		var out []Cause
+		for _, c := range cs {
+			out = append(out, c.Cause)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		in    []Culprit
+		nodes []string
+		want  []Cause
+	}{
+		{"scope-wide prompt mix outranks the prefill load it drives",
+			[]Culprit{{Cause: CausePrefillInterference, Entity: scope}, {Cause: CauseLongPrompts, Entity: scope}},
+			[]string{"prefill_load", "prompt_mix"},
+			[]Cause{CauseLongPrompts, CausePrefillInterference}},
+		{"a mix localized to one engine is routing: the engine mechanism stays first",
+			[]Culprit{{Cause: CauseLongPrompts, Entity: eng}, {Cause: CausePrefillInterference, Entity: eng}},
+			[]string{"prompt_mix", "prefill_load"},
+			[]Cause{CausePrefillInterference, CauseLongPrompts}},
+		{"entity.degraded below a measured mechanism on the same GPU",
+			[]Culprit{{Cause: CauseEntityDegraded, Entity: eng}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
+			[]string{"engine", "dram_active"},
+			[]Cause{CauseMemoryBandwidth, CauseEntityDegraded}},
+		{"unrelated culprits keep their order",
+			[]Culprit{{Cause: CauseThermalThrottle, Entity: gpu}, {Cause: CauseLongOutputs, Entity: scope}},
+			[]string{"thermal_throttle", "output_mix"},
+			[]Cause{CauseThermalThrottle, CauseLongOutputs}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]Culprit(nil), tc.in...)
+			got := orderByMechanism(g, in, cands(tc.in, tc.nodes...))
+			if g, w := order(got), tc.want; len(g) != len(w) || g[0] != w[0] || g[1] != w[1] {
+				t.Errorf("order %v, want %v", g, w)
+			}
+			for i, c := range got {
+				if c.Rank != i+1 {
+					t.Errorf("rank %d at %d", c.Rank, i)
+				}
+			}
+		})
+	}
+}
