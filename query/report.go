@@ -279,7 +279,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 		Scope:    scopeText(d.SLO.Scope),
 		Window:   ivText(d.Window),
 		Baseline: ivText(d.Baseline),
-		Observed: fmtMS(d.ObservedP99MS), BaselineP99: fmtMS(d.BaselineP99MS), Thr: fmtMS(d.SLO.ThresholdMS),
+		Observed: fmtMS(d.ObservedP99MS), BaselineP99: fmtMS(d.BaselineP99MS), Thr: against(d.SLO.ThresholdMS, d.BaselineP99MS),
 		Requests: d.Requests, TailRequests: d.TailRequests,
 		Method:       strings.TrimSpace(d.Method.Estimator + " " + d.Method.DAG + " " + d.Method.Version),
 		Generated:    s.now().UTC().Format(time.RFC3339),
@@ -329,4 +329,14 @@ func scopeText(m map[string]string) string {
 		return "fleet"
 	}
 	return entityLabel(m)
+}
+
+// against is what the title compares the observed P99 with: the SLO
+// threshold, or the baseline P99 when the breach was declared against the
+// baseline (no threshold).
+func against(thresholdMS, baselineMS float64) string {
+	if thresholdMS > 0 {
+		return fmtMS(thresholdMS)
+	}
+	return "a baseline of " + fmtMS(baselineMS)
 }
