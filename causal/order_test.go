@@ -63,3 +63,24 @@ func TestOrderByMechanism(t *testing.T) {
 		})
 	}
 }
+
+// TestDedupeCulpritsKeepsTheWinnersCandidate: two nodes measure one cause;
+// the better one stays a culprit (its AF is compared as rounded in the
+// culprit), the other does not.
+func TestDedupeCulpritsKeepsTheWinnersCandidate(t *testing.T) {
+	scope := Entity{Model: "m"}
+	cands := []Candidate{
+		{Cause: CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true},
+		{Cause: CauseLongPrompts, Entity: scope, Node: "prompt_tokens", Culprit: true},
+	}
+	cands[0].Estimate.Attributed.Value = 0.551234567
+	cands[1].Estimate.Attributed.Value = 0.3
+	cs := []Culprit{
+		{Cause: CauseLongPrompts, Entity: scope, AttributableFraction: round(0.551234567, 4)},
+		{Cause: CauseLongPrompts, Entity: scope, AttributableFraction: 0.3},
+	}
+	got := dedupeCulprits(cs, cands)
+	if len(got) != 1 || got[0].Rank != 1 || !cands[0].Culprit || cands[1].Culprit {
+		t.Fatalf("culprits %+v, candidates culprit flags %v %v", got, cands[0].Culprit, cands[1].Culprit)
+	}
+}

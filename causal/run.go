@@ -472,6 +472,11 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 	out := cs[:0]
 	for _, c := range cs {
 		k := key{c.Cause, c.Entity}
+		if strings.HasPrefix(string(c.Cause), "workload.") {
+			// One workload shift is one culprit, whether it was measured
+			// on the scope or concentrated on an engine.
+			k.entity = Entity{}
+		}
 		if seen[k] {
 			continue
 		}
@@ -484,7 +489,7 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 	}
 	for i := range cands {
 		c := &cands[i]
-		if af, ok := kept[key{c.Cause, c.Entity}]; ok && c.Culprit && c.Estimate.Attributed.Value != af {
+		if af, ok := kept[key{c.Cause, c.Entity}]; ok && c.Culprit && round(c.Estimate.Attributed.Value, 4) != af {
 			c.Culprit = false
 		}
 	}
