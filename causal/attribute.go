@@ -157,6 +157,16 @@ func (nq *nodeQuantiles) knots(qs []float64) []float64 {
 func (r *run) attribute() error {
 	g := r.a.dag
 	anc := ancestors(g, r.outcome.Name)
+	// Latency components (queue, prefill, TTFT, stalls, TPOT, decode) are
+	// never adjusted for: they are the outcome's parts, moved by the very
+	// causes under study, and conditioning on them would hand a cause's
+	// effect to a sibling mechanism.
+	var outcomes []string
+	for _, n := range g.Nodes() {
+		if n.Role == RoleOutcome {
+			outcomes = append(outcomes, n.Name)
+		}
+	}
 	for _, n := range g.Nodes() {
 		if n.Cause == "" || n.Latent || n.Role == RolePlacement || !r.wants(n.Cause) {
 			continue
@@ -176,7 +186,7 @@ func (r *run) attribute() error {
 			c.cand.Skipped = fmt.Sprintf("%s does not lie upstream of %s in %s", n.Name, r.outcome.Name, g.Version())
 			continue
 		}
-		z, err := g.BackdoorSet(n.Name, r.outcome.Name, nil)
+		z, err := g.BackdoorSet(n.Name, r.outcome.Name, &BackdoorOptions{Exclude: outcomes})
 		if err != nil {
 			c.cand.Skipped = err.Error()
 			continue

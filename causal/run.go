@@ -502,10 +502,12 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 // orderByMechanism refines the ranking with what the DAG says about how
 // culprits relate, after RankCulprits ordered them by attributable fraction:
 //
-//   - A scope-wide workload culprit (the model's prompt or output mix
-//     shifted) outranks every scope-wide culprit downstream of it: prefill
-//     load, KV usage or the prefix cache moving because the workload changed
-//     are its consequences, not the root.
+//   - Upstream first: a culprit whose DAG node is an ancestor of another
+//     culprit's, acting on the same reach (both scope-wide, or the same
+//     engine or GPU), outranks it: prefill load, KV usage or the prefix
+//     cache moving because the workload changed, or prefill load rising
+//     because a backlog keeps the engine prefilling, are consequences, not
+//     the root.
 //   - A workload culprit localized to one engine (that engine alone got the
 //     long requests: a routing matter) ranks below the engine mechanisms
 //     downstream of it on that engine.
@@ -535,16 +537,27 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		return (a.Pod != "" && a.Pod == b.Pod) || (a.GPU != "" && a.GPU == b.GPU) || (a.Engine != "" && a.Host != "" && a.Host == b.Host && a.Engine == b.Engine && a.Pod == b.Pod)
 	}
 	workload := func(c Culprit) bool { return strings.HasPrefix(string(c.Cause), "workload.") }
+	// sameReach: both act on the whole scope, or on one and the same
+	// engine or GPU.
+	sameReach := func(a, b Entity) bool {
+		if !localized(a) || !localized(b) {
+			return !localized(a) && !localized(b)
+		}
+		return overlaps(a, b)
+	}
 	// before reports whether j must come before i.
 	before := func(i, j int) bool {
 		a, b := cs[i], cs[j]
+		if nodes[i] == "" || nodes[j] == "" {
+			return false
+		}
 		switch {
-		case workload(b) && !localized(b.Entity) && !localized(a.Entity) && nodes[j] != "" && nodes[i] != "" && descends(g, nodes[j], nodes[i]):
-			return true
-		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && nodes[i] != "" && nodes[j] != "" && descends(g, nodes[i], nodes[j]):
-			return true
 		case a.Cause == CauseEntityDegraded && b.Cause != CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
 			return true
+		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
+			return true // a routing matter: the engine mechanism first
+		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]):
+			return true // upstream first: b's mechanism drives a's
 		}
 		return false
 	}

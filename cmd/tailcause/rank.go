@@ -112,6 +112,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	fs.Var(&scopes, "scope", "k=v[,k=v]: which requests (repeatable), e.g. model=llama-3-8b; keys: "+strings.Join(causal.ScopeColumns(), ", "))
 	format := fs.String("format", "json", "output: json (the v1 document) or table")
 	store := fs.Bool("store", false, "also write a firing incident to the incidents and culprits tables")
+	explain := fs.Bool("explain", false, "also print every candidate cause examined, with its estimate or why it was skipped (to standard error)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Prints status \"ok\" with no culprits when the window shows no breach (exit status 0 either way).\n\nflags:")
 		fs.PrintDefaults()
@@ -178,6 +179,9 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 		if err := storeRanked(ctx, db, res.Incident); err != nil {
 			return err
 		}
+	}
+	if *explain {
+		writeCandidates(e.stderr, res)
 	}
 	if *format == "table" {
 		return writeTable(e.stdout, res)
@@ -254,4 +258,20 @@ func writeTable(w io.Writer, res *causal.Analysis) error {
 		}
 	}
 	return nil
+}
+
+// writeCandidates lists every cause examined: why it is or is not a culprit.
+func writeCandidates(w io.Writer, res *causal.Analysis) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CANDIDATE\tNODE\tENTITY\tCULPRIT\tATTRIB [95% CI]\tEFFECT ms\tADJUSTED FOR / SKIPPED")
+	for _, c := range res.Candidates {
+		why := strings.Join(c.AdjustedFor, ",")
+		if c.Skipped != "" {
+			why = "skipped: " + c.Skipped
+		}
+		af := c.Estimate.Attributed
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.3f [%.3f, %.3f]\t%.0f\t%s\n", c.Cause, c.Node, causal.EntityString(c.Entity), c.Culprit,
+			af.Value, af.CI[0], af.CI[1], c.Estimate.EffectMS, why)
+	}
+	tw.Flush()
 }
