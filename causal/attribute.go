@@ -553,7 +553,7 @@ func (r *run) queryAffected() error {
 // treatment value (NaN: unknown).
 type topRow struct {
 	y                        float64
-	trace, host, engine, gpu string // engine: the engine node's label (engineKey)
+	trace, host, engine, gpu string    // engine: the engine node's label (engineKey)
 	vals                     []float64 // per r.causes
 }
 

@@ -320,7 +320,7 @@ func (g *synthGen) next(max int) *synthBlock {
 			// the requests are drawn from, measured over a scrape interval.
 			"engine_mean_prompt_tokens": (1-longShare)*600*math.Exp(0.245) + longShare*9000*math.Exp(0.045) + 40*rng.NormFloat64(),
 			"engine_mean_output_tokens": 180*math.Exp(0.1) + 8*rng.NormFloat64(),
-			"sm_clock_min_mhz":  1980 * clock, "sm_clock_norm_mhz": 1980, "sm_clock_ratio": clock,
+			"sm_clock_min_mhz":          1980 * clock, "sm_clock_norm_mhz": 1980, "sm_clock_ratio": clock,
 			"gpu_temp_max_c": temp, "power_max_w": 500 + 40*rng.NormFloat64(), "dram_active_max": dram,
 			"pcie_bytes_per_s_max": math.Max(pcie, 0),
 		} {
