@@ -150,7 +150,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", e.getenv("TAILCAUSE_INGEST_TOKEN"), "bearer token required by ingest (env TAILCAUSE_INGEST_TOKEN)")
 	var of obsFlags
 	of.register(fs, e)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	st, err := sf.open(ctx, e, true)

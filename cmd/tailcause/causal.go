@@ -36,14 +36,8 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: tailcause causal [flags]\n\nWatch the tail latency of each scope; open, update and resolve incidents with ranked culprits.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if err := lcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -42,7 +42,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	if err := fs.Lookup("database").Value.Set("tailcause_demo"); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	t0 := time.Now()

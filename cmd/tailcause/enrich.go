@@ -32,7 +32,7 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	brokers := enrichFlags(fs, e, &cfg)
 	var of obsFlags
 	of.register(fs, e)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	cfg.Brokers = splitList(*brokers)

@@ -48,7 +48,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	stepShare := fs.Float64("step-span-share", 0.05, "share of engines exporting per-step spans")
 	keep := fs.Bool("keep", false, "keep each run's database (tc_eval_<scenario>_<seed>)")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	names, err := evalScenarios(*scenarios)

@@ -31,11 +31,8 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&pcfg.Compression, "compression", pcfg.Compression, "Kafka compression: none, gzip, snappy, lz4, zstd")
 	var of obsFlags
 	of.register(fs, e)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	cfg.Token = orDefault(*token, e.getenv("TAILCAUSE_INGEST_TOKEN"))
 	pcfg.Brokers = splitList(*brokers)

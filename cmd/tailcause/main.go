@@ -58,6 +58,22 @@ func cmdVersion(_ context.Context, e *env, _ []string) error {
 // errUsage marks a command-line mistake (exit status 2).
 var errUsage = errors.New("usage")
 
+// parseArgs parses a subcommand's flags: a mistake is errUsage (exit
+// status 2), -h is flag.ErrHelp (exit 0), and positional arguments are
+// refused.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
+}
+
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tailcause <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(cmds))

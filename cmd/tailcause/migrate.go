@@ -14,7 +14,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	var sf storeFlags
 	sf.register(fs, e)
 	print := fs.String("print", "", "print the DDL rendered for a server version (e.g. 18.16 or 24.8) instead of applying it")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if *print != "" {

@@ -33,11 +33,8 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", cfg.QueryTimeout, "bound on the ClickHouse queries of one API request")
 	webhooks := fs.String("webhooks", "", "webhook receivers config (JSON, see deploy/config/webhooks.example.json); empty sends no alerts")
 	watch := fs.Duration("watch-every", 5*time.Second, "with --webhooks: how often to scan the incidents table for events (0 disables the watcher)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %v", errUsage, fs.Args())
 	}
 	if cfg.BaseURL == "" && *listen != "" {
 		if host, port, err := net.SplitHostPort(*listen); err == nil {

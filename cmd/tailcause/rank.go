@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -117,14 +116,8 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Prints status \"ok\" with no culprits when the window shows no breach (exit status 0 either way).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if *from == "" || *to == "" {
 		return fmt.Errorf("%w: --from and --to are required", errUsage)

@@ -47,14 +47,8 @@ func cmdSim(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "usage: tailcause sim [flags]\n\nSimulate an LLM-serving fleet with injected faults and emit its telemetry.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if *list {
 		return listScenarios(e.stdout)

@@ -21,11 +21,8 @@ func cmdTopics(ctx context.Context, e *env, args []string) error {
 	replication := fs.Int("replication", 0, "replication factor for topics it creates (0: as declared in schemas/kafka/topics.json)")
 	check := fs.Bool("check", false, "only validate: fail if a topic is missing or has other partition counts")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if *replication < 0 {
 		return fmt.Errorf("%w: --replication %d: must be >= 0", errUsage, *replication)
