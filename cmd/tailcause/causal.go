@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/internal/obs"
 )
 
 // cmdCausal is the scheduled mode: every interval, analyze the newest
@@ -23,6 +24,8 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	)
 	sf.register(fs, e)
 	slo.register(fs)
+	var of obsFlags
+	of.register(fs, e)
 	lcfg := causal.DefaultLifecycleConfig()
 	fs.DurationVar(&lcfg.Interval, "interval", lcfg.Interval, "time between evaluations")
 	fs.DurationVar(&lcfg.Window, "window", lcfg.Window, "window each evaluation analyzes")
@@ -96,6 +99,11 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
+	stopObs, err := of.start(ctx, e, obs.NewRegistry(), obs.ClickHouseCheck(st))
+	if err != nil {
+		return err
+	}
+	defer stopObs()
 	e.log.Info("causal scheduler started", "interval", lcfg.Interval, "window", lcfg.Window, "lag", lcfg.Lag, "database", st.Database())
 	err = lc.Run(ctx, slos, time.Now)
 	if errors.Is(err, context.Canceled) {
