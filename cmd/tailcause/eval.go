@@ -46,7 +46,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	seeds := fs.Int("seeds", 5, "seeds per scenario")
 	duration := fs.Duration("duration", 30*time.Minute, "simulated time per run")
 	stepShare := fs.Float64("step-span-share", 0.05, "share of engines exporting per-step spans")
-	keep := fs.Bool("keep", false, "keep each run's database (tc_eval_<scenario>_<seed>)")
+	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<scenario>_<seed>)")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -140,7 +140,7 @@ func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint6
 	r.FaultFree = len(sc.Faults) == 0
 	r.Confounded = len(sc.Decoys) > 0 || strings.Contains(name, "decoy")
 	cfg := sf.config()
-	cfg.Database = fmt.Sprintf("tc_eval_%s_%d", name, seed)
+	cfg.Database = fmt.Sprintf("%s_eval_%s_%d", sf.database, name, seed)
 	st, err := chstore.Open(ctx, cfg)
 	if err != nil {
 		return fail(err)
@@ -201,8 +201,12 @@ func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint6
 			return fail(err)
 		}
 		for m, ranked := range cmp {
+			seen := map[causal.Cause]bool{}
 			for _, x := range ranked {
-				r.Rankings[m] = append(r.Rankings[m], string(x.Cause))
+				if !seen[x.Cause] { // a cause measured by two nodes counts once, at its best
+					seen[x.Cause] = true
+					r.Rankings[m] = append(r.Rankings[m], string(x.Cause))
+				}
 			}
 		}
 	}
