@@ -142,6 +142,7 @@ type Joiner struct {
 	spanTime  uint64 // newest request end seen
 	metricMax uint64 // newest sample time seen
 	released  []Ref
+	emits     int // Emit calls, to space out gc
 	stats     Stats
 }
 
@@ -371,7 +372,11 @@ func (j *Joiner) Emit(flush bool) []Output {
 		out = append(out, j.popOldest())
 		j.stats.ForcedByCapacity++
 	}
-	j.gc()
+	// Trimming walks every retained sample, request id and trace: do it on
+	// every 16th call (and on flush), not on every tick.
+	if j.emits++; flush || j.emits%16 == 0 {
+		j.gc()
+	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].Row.EndNs != out[b].Row.EndNs {
 			return out[a].Row.EndNs < out[b].Row.EndNs

@@ -233,7 +233,9 @@ func TestJoinOrphanStepsReleased(t *testing.T) {
 	b := base()
 	j.AddSpans(&normalize.Batch{Steps: []normalize.Step{{TraceID: "orphan", Kind: normalize.StepDecode, StartNs: b, EndNs: b + 1}}}, Ref{3, 9})
 	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("late", b+200*sec, b+201*sec)}}, Ref{3, 10})
-	j.Emit(false)
+	for i := 0; i < 16; i++ { // trimming runs on every 16th Emit
+		j.Emit(false)
+	}
 	if got := j.Released(); len(got) != 1 || got[0] != (Ref{3, 9}) {
 		t.Fatalf("released %v, want the orphan's record", got)
 	}
