@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
@@ -43,6 +45,25 @@ func runPipelines(t *testing.T, n int, cfg Config, st RowWriter) ([]*Pipeline, f
 	return ps, stop
 }
 
+// waitGroupMembers waits until the consumer group is stable with n members.
+func waitGroupMembers(t *testing.T, addr, group string, n int) {
+	t.Helper()
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 10 * time.Second, Transport: tr}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err == nil && len(resp.Groups) == 1 && resp.Groups[0].GroupState == "Stable" && len(resp.Groups[0].Members) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s did not become stable with %d members: %+v %v", group, n, resp, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // TestTwoInstancesOnRealKafka proves the join is correct when the span
 // partitions are split between two enrichers: each instance reads every
 // metric partition (broadcast), so every request meets its host's samples
@@ -56,9 +77,9 @@ func TestTwoInstancesOnRealKafka(t *testing.T) {
 	dlq := testkit.FreshTopic(t, addr, 1)
 	cfg := testConfig(brokers, spans, metrics, dlq)
 	ps, stop := runPipelines(t, 2, cfg, st)
-	// Let both members join the group before the data arrives, so that the
-	// partitions are really split.
-	time.Sleep(8 * time.Second)
+	// Both members must have joined the group before the data arrives, so
+	// that the partitions are really split.
+	waitGroupMembers(t, addr, cfg.GroupID, 2)
 	produceFixture(t, brokers, spans, metrics)
 	want := uint64(otlpfixture.Requests + 1)
 	waitFor(t, "all requests in ClickHouse", 120*time.Second, func() bool {
