@@ -502,13 +502,12 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 // orderByMechanism refines the ranking with what the DAG says about how
 // culprits relate, after RankCulprits ordered them by attributable fraction:
 //
-//   - Upstream first: a scope-wide workload culprit (the model's prompt or
-//     output mix shifted) outranks the scope-wide culprits downstream of it:
-//     prefill load, KV usage or the prefix cache moving because the
-//     workload changed are consequences, not the root. (Engine mechanisms
-//     feed back on each other — a slow step builds a queue, a queue keeps
-//     the engine prefilling — so among them the attributable fraction
-//     decides.)
+//   - Upstream first: a culprit whose DAG node is an ancestor of another
+//     culprit's, acting on the same reach (both scope-wide, or the same
+//     engine or GPU), outranks it: prefill load, KV usage or the prefix
+//     cache moving because the workload changed, or prefill load rising
+//     because a backlog keeps the engine prefilling, are consequences, not
+//     the root.
 //   - A workload culprit localized to one engine (that engine alone got the
 //     long requests: a routing matter) ranks below the engine mechanisms
 //     downstream of it on that engine.
@@ -557,8 +556,8 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
-		case workload(b) && !localized(b.Entity) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]):
-			return true // upstream first: the workload shift drives a's mechanism
+		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]):
+			return true // upstream first: b's mechanism drives a's
 		}
 		return false
 	}
