@@ -521,13 +521,14 @@ func (p *Pipeline) retry(ctx context.Context, what string, fn func(context.Conte
 	}
 }
 
+// isKafkaRetriable: a Kafka protocol error says whether it is temporary;
+// anything else (network, partial write) is worth retrying.
 func isKafkaRetriable(err error) bool {
 	var ke kafka.Error
 	if errors.As(err, &ke) {
 		return ke.Temporary()
 	}
-	var we kafka.WriteErrors
-	return errors.As(err, &we) || !errors.As(err, &ke)
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
