@@ -65,6 +65,12 @@ type Config struct {
 	// DegradedHealth is the health below which an engine or GPU is
 	// examined for entity.degraded (0.1).
 	DegradedHealth float64
+	// QueueDemandRise is the rise of the arrival rate (window over
+	// baseline, requests per second on the culprit's engine or scope) below
+	// which a queue.saturation culprit is a symptom (1.5): the queue grew
+	// because the engine served slower, not because more work arrived, and
+	// the culprit ranks below every other culprit on that engine or GPU.
+	QueueDemandRise float64
 	// Exemplars is the number of exemplar trace ids per culprit (3).
 	Exemplars int
 	// Version is method.version of the documents (the build version).
@@ -90,6 +96,7 @@ func DefaultConfig() Config {
 		LocalizeShare:       0.5,
 		SplitShare:          0.2,
 		DegradedHealth:      0.1,
+		QueueDemandRise:     1.5,
 		Exemplars:           3,
 		Version:             "dev",
 	}
@@ -138,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.DegradedHealth >= 0 && c.DegradedHealth < 1) {
 		bad("degraded health %v outside [0,1)", c.DegradedHealth)
+	}
+	if !(c.QueueDemandRise >= 0) || math.IsInf(c.QueueDemandRise, 0) {
+		bad("queue demand rise %v must be finite and >= 0", c.QueueDemandRise)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid causal config: %w", err)
@@ -273,6 +283,10 @@ type Candidate struct {
 	Split bool
 	// Skipped says why the cause was not estimated ("" when it was).
 	Skipped string
+	// Symptom marks a culprit that is a consequence of another mechanism
+	// on its entity rather than a root (a queue where arrivals did not
+	// rise: Config.QueueDemandRise); it ranks below the others there.
+	Symptom bool
 	// Culprit is set when the cause made the ranked list.
 	Culprit bool
 }

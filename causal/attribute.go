@@ -254,6 +254,11 @@ func (r *run) attribute() error {
 		return err
 	}
 	for _, c := range r.all() {
+		if c.cand.Skipped == "" && c.node.Cause == CauseQueueSaturation {
+			r.judgeDemand(c)
+		}
+	}
+	for _, c := range r.all() {
 		if c.cand.Skipped != "" {
 			continue
 		}
@@ -261,6 +266,40 @@ func (r *run) attribute() error {
 		c.cand.Culprit = c.splitInto == 0 && e.Log.Beta > 0 && e.Attributed.Value >= r.cfg.MinAF && e.Attributed.CI[0] > 0
 	}
 	return nil
+}
+
+// judgeDemand tells a queue that more work built from one that slower
+// service built: it compares the arrival rate on the culprit's engine (or
+// the scope) in the window with the baseline's. Below
+// Config.QueueDemandRise the queue is a symptom of whatever slowed the
+// engine (Candidate.Symptom); the evidence says which it is.
+func (r *run) judgeDemand(c *causeRun) {
+	if r.base == nil || r.cfg.QueueDemandRise == 0 {
+		return
+	}
+	var nw, nb float64
+	where := "the scope"
+	if es := r.engines[c.entityKey]; c.entityKey != "" && es != nil {
+		nw, nb, where = es.nw, es.nb, "engine "+es.key
+	} else {
+		for _, p := range r.placements {
+			nw, nb = nw+p.nw, nb+p.nb
+		}
+	}
+	ws, bs := r.win.End.Sub(r.win.Start).Seconds(), r.base.End.Sub(r.base.Start).Seconds()
+	if nb == 0 || ws <= 0 || bs <= 0 {
+		return
+	}
+	wRate, bRate := nw/ws, nb/bs
+	rise := wRate / bRate
+	if rise < r.cfg.QueueDemandRise {
+		c.cand.Symptom = true
+		c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s), below ×%v: the queue grew because requests were served slower, not because more arrived; it ranks below the other culprits there",
+			where, rise, wRate, bRate, r.cfg.QueueDemandRise))
+		return
+	}
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
+		where, rise, wRate, bRate))
 }
 
 // wants reports whether cause c is a candidate under Config.Causes.

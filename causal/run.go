@@ -511,6 +511,11 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //   - A workload culprit localized to one engine (that engine alone got the
 //     long requests: a routing matter) ranks below the engine mechanisms
 //     downstream of it on that engine.
+//   - A symptom (Candidate.Symptom: a queue where arrivals did not rise)
+//     ranks below every other culprit on the same engine or GPU, or below
+//     all of them when either acts on the whole scope: that other culprit
+//     slowed the service the queue waits for. This rule wins over the
+//     others.
 //   - entity.degraded ("slow and no measured mechanism explains it") ranks
 //     below every measured mechanism that is a culprit on the same engine
 //     or GPU: that mechanism explains at least part of it.
@@ -520,17 +525,19 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 	if len(cs) < 2 {
 		return cs
 	}
-	node := func(c Culprit) string {
+	cand := func(c Culprit) Candidate {
 		for _, k := range cands {
 			if k.Culprit && k.Cause == c.Cause && k.Entity == c.Entity {
-				return k.Node
+				return k
 			}
 		}
-		return ""
+		return Candidate{}
 	}
 	nodes := make([]string, len(cs))
+	symptom := make([]bool, len(cs))
 	for i, c := range cs {
-		nodes[i] = node(c)
+		k := cand(c)
+		nodes[i], symptom[i] = k.Node, k.Symptom
 	}
 	localized := func(e Entity) bool { return e.Pod != "" || e.GPU != "" || e.Engine != "" }
 	overlaps := func(a, b Entity) bool {
@@ -551,6 +558,9 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		if nodes[i] == "" || nodes[j] == "" {
 			return false
 		}
+		if symptom[i] != symptom[j] && (!localized(a.Entity) || !localized(b.Entity) || overlaps(a.Entity, b.Entity)) {
+			return symptom[i] // the symptom last, whatever the other rules say
+		}
 		switch {
 		case a.Cause == CauseEntityDegraded && b.Cause != CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
 			return true
@@ -568,10 +578,11 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		for i := 0; i < len(cs); i++ {
 			for j := i + 1; j < len(cs); j++ {
 				if before(i, j) && !before(j, i) {
-					c, n := cs[j], nodes[j]
+					c, n, s := cs[j], nodes[j], symptom[j]
 					copy(cs[i+1:j+1], cs[i:j])
 					copy(nodes[i+1:j+1], nodes[i:j])
-					cs[i], nodes[i] = c, n
+					copy(symptom[i+1:j+1], symptom[i:j])
+					cs[i], nodes[i], symptom[i] = c, n, s
 					moved = true
 				}
 			}
