@@ -232,6 +232,47 @@ func TestAnalyzeDegraded(t *testing.T) {
 	checkTop(t, an, CauseEntityDegraded, engineEntity(3, 1), 0.5)
 }
 
+// queueCandidate is the queue.saturation culprit's candidate, or fails.
+func queueCandidate(t *testing.T, an *Analysis) Candidate {
+	t.Helper()
+	for _, c := range an.Candidates {
+		if c.Cause == CauseQueueSaturation && c.Culprit {
+			return c
+		}
+	}
+	t.Fatalf("queue.saturation is not a culprit: %+v", an.Incident.Culprits)
+	return Candidate{}
+}
+
+// A surge: 40% of all arrivals forced onto one engine fill its batch and
+// its queue. More work arrived: queue.saturation on that engine, first.
+func TestAnalyzeQueueSurge(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 8, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "surge", Host: 2, GPU: 1, Factor: 0.4}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	top := an.Incident.Culprits
+	if len(top) == 0 || top[0].Cause != CauseQueueSaturation || top[0].Entity != engineEntity(2, 1) {
+		t.Fatalf("culprits %+v, want queue.saturation on %+v first", top, engineEntity(2, 1))
+	}
+	q := queueCandidate(t, an)
+	if q.Symptom || !strings.Contains(strings.Join(q.Evidence, "\n"), "more work arrived") {
+		t.Errorf("symptom %v, evidence %q", q.Symptom, q.Evidence)
+	}
+}
+
+// The same queue built by a slow engine with unchanged arrivals is a
+// symptom: the slowdown ranks first, the queue after it.
+func TestAnalyzeQueueFromSlowService(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 9, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "slow_queue", Host: 2, GPU: 1, Factor: 2.2}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, CauseEntityDegraded, engineEntity(2, 1), 0.3)
+	q := queueCandidate(t, an)
+	if !q.Symptom || !strings.Contains(strings.Join(q.Evidence, "\n"), "served slower") {
+		t.Errorf("symptom %v, evidence %q", q.Symptom, q.Evidence)
+	}
+}
+
 // Other signals run end to end (causes not upstream of the outcome are
 // skipped with a reason) and give valid documents.
 func TestAnalyzeSignals(t *testing.T) {

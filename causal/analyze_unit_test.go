@@ -19,8 +19,9 @@ func TestConfigValidate(t *testing.T) {
 	c.Level = 1
 	c.Causes = []Cause{"nope"}
 	c.SplitShare = 0.9
+	c.QueueDemandRise = -1
 	err := c.Validate()
-	for _, want := range []string{"table", "level", "nope", "split share"} {
+	for _, want := range []string{"table", "level", "nope", "split share", "queue demand rise"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

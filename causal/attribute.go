@@ -255,7 +255,9 @@ func (r *run) attribute() error {
 	}
 	for _, c := range r.all() {
 		if c.cand.Skipped == "" && c.node.Cause == CauseQueueSaturation {
-			r.judgeDemand(c)
+			if err := r.judgeDemand(c); err != nil {
+				return err
+			}
 		}
 	}
 	for _, c := range r.all() {
@@ -273,9 +275,9 @@ func (r *run) attribute() error {
 // the scope) in the window with the baseline's. Below
 // Config.QueueDemandRise the queue is a symptom of whatever slowed the
 // engine (Candidate.Symptom); the evidence says which it is.
-func (r *run) judgeDemand(c *causeRun) {
+func (r *run) judgeDemand(c *causeRun) error {
 	if r.base == nil || r.cfg.QueueDemandRise == 0 {
-		return
+		return nil
 	}
 	var nw, nb float64
 	where := "the scope"
@@ -286,9 +288,12 @@ func (r *run) judgeDemand(c *causeRun) {
 			nw, nb = nw+p.nw, nb+p.nb
 		}
 	}
-	ws, bs := r.win.End.Sub(r.win.Start).Seconds(), r.base.End.Sub(r.base.Start).Seconds()
+	ws, bs, err := r.arrivalSpans()
+	if err != nil {
+		return err
+	}
 	if nb == 0 || ws <= 0 || bs <= 0 {
-		return
+		return nil
 	}
 	wRate, bRate := nw/ws, nb/bs
 	rise := wRate / bRate
@@ -296,10 +301,28 @@ func (r *run) judgeDemand(c *causeRun) {
 		c.cand.Symptom = true
 		c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s), below ×%v: the queue grew because requests were served slower, not because more arrived; it ranks below the other culprits there",
 			where, rise, wRate, bRate, r.cfg.QueueDemandRise))
-		return
+		return nil
 	}
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
 		where, rise, wRate, bRate))
+	return nil
+}
+
+// arrivalSpans are the seconds between the first and the last arrival of
+// the scope in the window and in the baseline: the time the counts of
+// judgeDemand were observed over (a baseline hour may hold data for only
+// part of it), read once per run.
+func (r *run) arrivalSpans() (win, base float64, err error) {
+	if r.spans == nil {
+		q := fmt.Sprintf("SELECT toFloat64(maxIf(start_ns, %[1]s)) - toFloat64(minIf(start_ns, %[1]s)), toFloat64(maxIf(start_ns, %[2]s)) - toFloat64(minIf(start_ns, %[2]s)) FROM %[3]s WHERE %[4]s",
+			r.inWin(), inInterval(*r.base), r.table(), r.pooledWhere())
+		v, err := r.floats("arrival spans", q, 2)
+		if err != nil {
+			return 0, 0, err
+		}
+		r.spans = []float64{v[0] / 1e9, v[1] / 1e9}
+	}
+	return r.spans[0], r.spans[1], nil
 }
 
 // wants reports whether cause c is a candidate under Config.Causes.

@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,9 @@ func TestOrderByMechanism(t *testing.T) {
 	cands := func(cs []Culprit, nodes ...string) []Candidate {
 		var out []Candidate
 		for i, c := range cs {
-			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: nodes[i], Culprit: true})
+			// "!" marks a symptom (Candidate.Symptom).
+			n, symptom := strings.CutSuffix(nodes[i], "!")
+			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: n, Culprit: true, Symptom: symptom})
 		}
 		return out
 	}
@@ -44,6 +47,26 @@ func TestOrderByMechanism(t *testing.T) {
 			[]Culprit{{Cause: CauseEntityDegraded, Entity: eng}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
 			[]string{"engine", "dram_active"},
 			[]Cause{CauseMemoryBandwidth, CauseEntityDegraded}},
+		{"a queue upstream of the prefill load it feeds comes first when more work arrived",
+			[]Culprit{{Cause: CausePrefillInterference, Entity: eng}, {Cause: CauseQueueSaturation, Entity: eng}},
+			[]string{"prefill_load", "in_system"},
+			[]Cause{CauseQueueSaturation, CausePrefillInterference}},
+		{"a queue that is a symptom ranks below the prefill load on its engine, upstream or not",
+			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CausePrefillInterference, Entity: eng}},
+			[]string{"in_system!", "prefill_load"},
+			[]Cause{CausePrefillInterference, CauseQueueSaturation}},
+		{"a symptom ranks below entity.degraded on its engine",
+			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseEntityDegraded, Entity: eng}},
+			[]string{"in_system!", "engine"},
+			[]Cause{CauseEntityDegraded, CauseQueueSaturation}},
+		{"a symptom ranks below a GPU culprit under its engine",
+			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
+			[]string{"in_system!", "dram_active"},
+			[]Cause{CauseMemoryBandwidth, CauseQueueSaturation}},
+		{"a symptom keeps its place before a culprit elsewhere",
+			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
+			[]string{"in_system!", "thermal_throttle"},
+			[]Cause{CauseQueueSaturation, CauseThermalThrottle}},
 		{"unrelated culprits keep their order",
 			[]Culprit{{Cause: CauseThermalThrottle, Entity: gpu}, {Cause: CauseLongOutputs, Entity: scope}},
 			[]string{"thermal_throttle", "output_mix"},

@@ -40,6 +40,7 @@ type run struct {
 	topCut        float64
 	degraded      []*causeRun
 	splits        []*causeRun
+	spans         []float64 // arrivalSpans: window, baseline seconds
 
 	notes   []string
 	queries int

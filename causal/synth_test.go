@@ -39,6 +39,13 @@ import (
 // decodes 2.2× slower with no metric moving; the long-prompt shift raises
 // longShare to 0.35 and moves KV usage with it (the decoy: no KV fault).
 // Harmless moves: PCIe traffic of one GPU ×10.
+//
+// Load on an engine (busy, 1 normally) fills its batch and its queue:
+// running ~ N(12·busy, 3), waiting ~ Poisson(0.2 + 4·(busy − 1)). A surge
+// forces a share of all arrivals onto one engine (busy = its arrival rate
+// over the normal one); a slow queue is a degraded engine whose requests
+// stay longer, so it holds more of them with the same arrivals (busy =
+// the slowdown, Little's law).
 type synthScenario struct {
 	Seed      uint64
 	Start     time.Time
@@ -54,7 +61,7 @@ type synthScenario struct {
 }
 
 type synthFault struct {
-	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless"
+	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue"
 	Host   int
 	GPU    int
 	From   time.Duration // 0: scenario's FaultFrom
@@ -209,6 +216,25 @@ func (g *synthGen) next(max int) *synthBlock {
 		off := time.Duration(g.t * float64(time.Second))
 		start := s.Start.Add(off)
 		h, gi := rng.IntN(s.Hosts), rng.IntN(s.GPUs)
+		busy := 1.0
+		for _, f := range s.Faults {
+			if f.Kind != "surge" || !g.active(f, off) {
+				continue
+			}
+			share := f.Factor
+			if share == 0 {
+				share = 0.4
+			}
+			engines := float64(s.Hosts * s.GPUs)
+			if rng.Float64() < share {
+				h, gi = f.Host, f.GPU
+			}
+			if h == f.Host && gi == f.GPU {
+				busy = (share + (1-share)/engines) * engines
+			} else {
+				busy = 1 - share
+			}
+		}
 
 		longShare := 0.0
 		clock := 0.98 + 0.01*rng.NormFloat64()
@@ -236,6 +262,14 @@ func (g *synthGen) next(max int) *synthBlock {
 					throttle |= 0x20
 					temp = 93 + 2*rng.NormFloat64()
 				}
+			case "slow_queue":
+				if on {
+					degraded = 2.2
+					if f.Factor > 0 {
+						degraded = f.Factor
+					}
+					busy = degraded
+				}
 			case "degraded":
 				if on {
 					degraded = 2.2
@@ -255,8 +289,8 @@ func (g *synthGen) next(max int) *synthBlock {
 		}
 		prompt = math.Round(math.Min(math.Max(prompt, 16), 32000))
 		completion := math.Round(math.Min(math.Max(math.Exp(math.Log(180)+0.45*rng.NormFloat64()), 1), 4096))
-		running := math.Max(1, math.Round(12+3*rng.NormFloat64()))
-		waiting := poisson(rng, 0.2)
+		running := math.Max(1, math.Round(12*busy+3*rng.NormFloat64()))
+		waiting := poisson(rng, 0.2+4*math.Max(busy-1, 0))
 		batchLong := 0.0
 		if longShare > 0 {
 			var c float64

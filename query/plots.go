@@ -391,7 +391,7 @@ func signalFor(cause, latencyCol string) causeSignal {
 	case "kv_cache.preemption":
 		return causeSignal{"kv_usage_max", "KV cache usage (max per request)"}
 	case "queue.saturation":
-		return causeSignal{"waiting_at_arrival", "requests waiting at arrival"}
+		return causeSignal{"running_at_arrival + waiting_at_arrival", "requests in the engine at arrival (running + waiting)"}
 	case "workload.long_prompts":
 		return causeSignal{"toFloat64(prompt_tokens)", "prompt tokens"}
 	case "workload.long_outputs":
