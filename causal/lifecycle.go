@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,12 +83,31 @@ type openIncident struct {
 // opened: the stretch before the breach. A sliding "preceding hour" would
 // soon be breached itself and hide the cause.
 type Lifecycle struct {
-	an   *Analyzer
-	db   DB
-	cfg  LifecycleConfig
-	log  *slog.Logger
-	open map[string]*openIncident
+	an      *Analyzer
+	db      DB
+	cfg     LifecycleConfig
+	log     *slog.Logger
+	open    map[string]*openIncident
+	openN   atomic.Int64
+	observe func(Evaluation)
 }
+
+// Evaluation is one Evaluate call of a Round, as OnEvaluation reports it.
+type Evaluation struct {
+	SLO        SLO
+	Duration   time.Duration // wall time of the evaluation (attribution latency)
+	Transition Transition    // Analysis is nil when Err is set
+	Err        error
+}
+
+// OnEvaluation sets f to be called after every evaluation of Round (and
+// so of Run), on Run's goroutine: metrics of the scheduled mode. Set it
+// before Run.
+func (l *Lifecycle) OnEvaluation(f func(Evaluation)) { l.observe = f }
+
+// OpenCount is the number of incidents open now; safe to call while Run
+// runs.
+func (l *Lifecycle) OpenCount() int { return int(l.openN.Load()) }
 
 // NewLifecycle returns a Lifecycle writing incidents through db.
 func NewLifecycle(an *Analyzer, db DB, cfg LifecycleConfig) (*Lifecycle, error) {
@@ -123,6 +143,7 @@ func (l *Lifecycle) Load(ctx context.Context) error {
 		}
 		l.open[lifecycleKey(rec.Incident.SLO)] = o
 	}
+	l.openN.Store(int64(len(l.open)))
 	return nil
 }
 
@@ -141,6 +162,7 @@ func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) (Trans
 	end := now.Add(-l.cfg.Lag).UTC().Truncate(time.Second)
 	req := Request{SLO: slo, Window: Interval{Start: end.Add(-l.cfg.Window), End: end}}
 	key := lifecycleKey(slo)
+	defer func() { l.openN.Store(int64(len(l.open))) }()
 	o := l.open[key]
 	if o != nil {
 		req.Baseline = o.baseline
@@ -255,7 +277,11 @@ func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO
 		if ctx.Err() != nil {
 			return out
 		}
+		t0 := time.Now()
 		tr, err := l.Evaluate(ctx, s, now)
+		if l.observe != nil {
+			l.observe(Evaluation{SLO: s, Duration: time.Since(t0), Transition: tr, Err: err})
+		}
 		if err != nil {
 			l.log.Error("causal evaluation failed", "scope", lifecycleKey(s), "err", err)
 			continue

@@ -68,6 +68,14 @@ func TestLifecycle(t *testing.T) {
 		}
 		an := tr.Analysis.Incident
 		t.Logf("t=%v %-7s status=%s P99=%.0f top=%q", at, tr.Kind, an.Status, an.ObservedP99MS, TopCulprit(an))
+		if want := 1; tr.Kind != TransitionNone {
+			if tr.Kind == TransitionResolve {
+				want = 0
+			}
+			if lc.OpenCount() != want {
+				t.Errorf("t=%v %s: %d incidents open, want %d", at, tr.Kind, lc.OpenCount(), want)
+			}
+		}
 		if tr.Kind != TransitionNone {
 			kinds = append(kinds, tr.Kind)
 			if tr.Kind == TransitionResolve {

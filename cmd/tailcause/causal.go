@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/obs"
 )
@@ -99,7 +101,9 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	stopObs, err := of.start(ctx, e, obs.NewRegistry(), obs.ClickHouseCheck(st))
+	reg := obs.NewRegistry()
+	reg.MustRegister(causalCollectors(lc)...)
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
 	if err != nil {
 		return err
 	}
@@ -110,4 +114,58 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// causalCollectors are the scheduled mode's metrics: how long each
+// evaluation (breach check and attribution) takes, how many failed, the
+// incident transitions, the ClickHouse queries spent, and the incidents
+// open now.
+func causalCollectors(lc *causal.Lifecycle) []prometheus.Collector {
+	dur := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tailcause_causal_evaluation_seconds",
+		Help:    "Wall time of one scope's evaluation: breach detection and, when breached, attribution (attribution latency).",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160},
+	})
+	evals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailcause_causal_evaluations_total",
+		Help: "Scope evaluations by result: ok (breached or not) or error (logged, retried next round).",
+	}, []string{"result"})
+	trans := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailcause_causal_transitions_total",
+		Help: "Incident transitions written: open, update (new top culprit), resolve.",
+	}, []string{"kind"})
+	queries := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailcause_causal_queries_total",
+		Help: "ClickHouse queries the evaluations ran.",
+	})
+	qsec := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailcause_causal_query_seconds_total",
+		Help: "Time the evaluations spent waiting on ClickHouse.",
+	})
+	for _, r := range []string{"ok", "error"} {
+		evals.WithLabelValues(r)
+	}
+	for _, k := range []string{causal.TransitionOpen, causal.TransitionUpdate, causal.TransitionResolve} {
+		trans.WithLabelValues(k)
+	}
+	lc.OnEvaluation(func(ev causal.Evaluation) {
+		dur.Observe(ev.Duration.Seconds())
+		if ev.Err != nil {
+			evals.WithLabelValues("error").Inc()
+			return
+		}
+		evals.WithLabelValues("ok").Inc()
+		if ev.Transition.Kind != causal.TransitionNone {
+			trans.WithLabelValues(ev.Transition.Kind).Inc()
+		}
+		if an := ev.Transition.Analysis; an != nil {
+			queries.Add(float64(an.Queries))
+			qsec.Add(an.QueryTime.Seconds())
+		}
+	})
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tailcause_causal_open_incidents",
+		Help: "Incidents firing now.",
+	}, func() float64 { return float64(lc.OpenCount()) })
+	return []prometheus.Collector{dur, evals, trans, queries, qsec, open}
 }

@@ -123,3 +123,50 @@ func grepLines(s, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestCausalServesMetrics runs the scheduled mode against an empty store
+// (every evaluation is ok: too few requests to judge): the evaluation
+// counters, the latency histogram and the open-incident gauge move.
+func TestCausalServesMetrics(t *testing.T) {
+	chAddr := testkit.ClickHouse(t)
+	db := testkit.FreshDatabase(t, chAddr)
+	metricsAddr := freePort(t)
+	var stderr bytes.Buffer
+	e := &env{stdout: io.Discard, stderr: &stderr, log: slog.New(slog.NewTextHandler(&stderr, nil)), getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, e, []string{"causal", "--clickhouse", chAddr, "--database", db, "--metrics-addr", metricsAddr,
+			"--interval", "200ms", "--scope", "model=llama"})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("tailcause causal exited %d: %s", code, stderr.String())
+		}
+	}()
+	var body string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		_, body = httpGet(t, "http://"+metricsAddr+"/metrics")
+		ok, _ := metricValue(body, `tailcause_causal_evaluations_total{result="ok"}`)
+		if ok != "" && ok != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no evaluation counted:\n%s\n%s", grepLines(body, "tailcause_causal"), stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if v, _ := metricValue(body, `tailcause_causal_evaluations_total{result="error"}`); v != "0" {
+		t.Errorf("failed evaluations %q:\n%s", v, stderr.String())
+	}
+	if v, ok := metricValue(body, "tailcause_causal_evaluation_seconds_count"); !ok || v == "0" {
+		t.Errorf("evaluation latency histogram count %q", v)
+	}
+	if v, _ := metricValue(body, "tailcause_causal_open_incidents"); v != "0" {
+		t.Errorf("open incidents %q, want 0", v)
+	}
+	if v, _ := metricValue(body, `tailcause_causal_transitions_total{kind="open"}`); v != "0" {
+		t.Errorf("open transitions %q, want 0", v)
+	}
+}
