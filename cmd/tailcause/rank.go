@@ -263,7 +263,11 @@ func writeCandidates(w io.Writer, res *causal.Analysis) {
 			why = "skipped: " + c.Skipped
 		}
 		af := c.Estimate.Attributed
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%.3f [%.3f, %.3f]\t%.0f\t%s\n", c.Cause, c.Node, causal.EntityString(c.Entity), c.Culprit,
+		culprit := fmt.Sprint(c.Culprit)
+		if c.Symptom {
+			culprit += " (symptom)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f [%.3f, %.3f]\t%.0f\t%s\n", c.Cause, c.Node, causal.EntityString(c.Entity), culprit,
 			af.Value, af.CI[0], af.CI[1], c.Estimate.EffectMS, why)
 	}
 	tw.Flush()
