@@ -19,6 +19,9 @@ type Config struct {
 	// read with FINAL: delivery is at least once and duplicates collapse only
 	// on merge.
 	Table string
+	// SamplesTable is the per-GPU samples table (gpu_samples), read to
+	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
+	SamplesTable string
 	// DAG is the causal DAG; nil means DefaultDAG.
 	DAG *DAG
 	// Causes restricts the candidates to these taxonomy causes (nil: every
@@ -83,6 +86,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Table:               "requests",
+		SamplesTable:        "gpu_samples",
 		Level:               0.95,
 		MinRequests:         400,
 		MinBaselineRequests: 400,
@@ -113,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if !identifier(c.Table) {
 		bad("table %q: want a plain identifier (optionally db.table)", c.Table)
+	}
+	if !identifier(c.SamplesTable) {
+		bad("samples table %q: want a plain identifier (optionally db.table)", c.SamplesTable)
 	}
 	if !(c.Level > 0 && c.Level < 1) {
 		bad("level %v outside (0,1)", c.Level)

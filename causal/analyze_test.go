@@ -232,6 +232,42 @@ func TestAnalyzeDegraded(t *testing.T) {
 	checkTop(t, an, CauseEntityDegraded, engineEntity(3, 1), 0.5)
 }
 
+// A thermal throttle on one GPU of a tensor-parallel engine: the request
+// rows name no GPU (they ran on all four), the engine's GPU samples show
+// which one throttles, and the culprit names it.
+func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
+	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
+		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
+	st := testStore(t)
+	ctx := context.Background()
+	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertGPUSamples(ctx, st.Conn(), s); err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := a.Analyze(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := an.Incident
+	want := Entity{Host: hostName(2), GPU: gpuName(2, 0)}
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
+		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
+	}
+	top := in.Culprits[0]
+	if ev := strings.Join(top.Evidence, "\n"); !strings.Contains(ev, "GPU samples of engine node-2/vllm-2-0/0 (4 GPUs") || !strings.Contains(ev, "its 3 peers at most 0") {
+		t.Errorf("evidence %q", top.Evidence)
+	}
+	if top.Health > 0.1 {
+		t.Errorf("health %v: the engine's health should be carried", top.Health)
+	}
+}
+
 // queueCandidate is the queue.saturation culprit's candidate, or fails.
 func queueCandidate(t *testing.T, an *Analysis) Candidate {
 	t.Helper()

@@ -250,6 +250,13 @@ func (r *run) attribute() error {
 			r.localize(c)
 		}
 	}
+	for _, c := range r.causes {
+		if c.cand.Skipped == "" && c.kind == kindGPU && c.entityKey == "" && c.splitInto == 0 && c.node.Samples != nil {
+			if err := r.gpuInEngine(c); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.examineDegraded(); err != nil {
 		return err
 	}

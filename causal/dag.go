@@ -53,7 +53,21 @@ type Node struct {
 	Categorical bool     `json:"categorical,omitempty"` // Expr is a label; adjust with one indicator per entity
 	Cost        float64  `json:"cost,omitempty"`        // cost of adjusting for it; 0 means 1
 	Signal      string   `json:"signal,omitempty"`      // SLO signal an outcome node measures (e2e_latency, ttft, ...)
-	Doc         string   `json:"doc,omitempty"`
+	// Samples, on a GPU cause node, reads the cause from the per-GPU
+	// samples (gpu_samples): it tells which GPU of a multi-GPU engine
+	// carries the cause, where a request row (which ran on all of them)
+	// cannot.
+	Samples *SampleSpec `json:"samples,omitempty"`
+	Doc     string      `json:"doc,omitempty"`
+}
+
+// SampleSpec measures a GPU cause node on the gpu_samples table: the
+// samples of Metrics, each scored by Expr (a Float64 SQL expression of the
+// sample's value, e.g. the exposure indicator of a throttle bit). The GPU
+// whose mean score rose most from the baseline carries the cause.
+type SampleSpec struct {
+	Metrics []string `json:"metrics"`
+	Expr    string   `json:"expr"`
 }
 
 // AdjustCost is the cost of putting n in an adjustment set (Cost, or 1).
@@ -231,6 +245,19 @@ func NewDAG(version string, nodes []Node, edges [][2]string) (*DAG, error) {
 		}
 		if n.Categorical && n.Exposed != "" {
 			bad("node %q: a categorical node is treated per entity, not through exposed", n.Name)
+		}
+		if sp := n.Samples; sp != nil {
+			if n.Cause == "" || n.Role != RoleGPUState {
+				bad("node %q: samples are only read for GPU cause nodes", n.Name)
+			}
+			if len(sp.Metrics) == 0 || !containsWord(sp.Expr, "value") {
+				bad("node %q: samples need metrics and an expr of value", n.Name)
+			}
+			for _, m := range sp.Metrics {
+				if !nodeName.MatchString(m) {
+					bad("node %q: sample metric %q must match %s", n.Name, m, nodeName)
+				}
+			}
 		}
 		if n.Cost < 0 || math.IsNaN(n.Cost) || math.IsInf(n.Cost, 0) {
 			bad("node %q: cost %v must be finite and >= 0", n.Name, n.Cost)

@@ -142,6 +142,9 @@ func TestDAGInvalid(t *testing.T) {
 		{"column not in expr", []Node{{Name: "a", Role: RoleLoad, Expr: "a_rate", Columns: []string{"a"}}}, nil, "not used by its expr"},
 		{"outcome causes state", base, [][2]string{{"y", "b"}}, "only causes outcome"},
 		{"bad name", []Node{node("Kv-Usage", RoleLoad)}, nil, "must match"},
+		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
+		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
+		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
 		{"exposed without cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Exposed: "a > 1"}}, nil, "exposed"},
 	}
 	for _, tc := range tests {

@@ -446,6 +446,9 @@ func (r *run) localize(c *causeRun) {
 	var best *entityStats
 	for _, k := range sortedKeys(set) {
 		es := set[k]
+		if k == "" {
+			continue // no single GPU: a multi-GPU engine's rows (gpuInEngine), or unresolved
+		}
 		if best == nil || es.exp[c.pidx].wTailExp > best.exp[c.pidx].wTailExp {
 			best = es
 		}
@@ -467,7 +470,7 @@ func (r *run) localize(c *causeRun) {
 	var spreadShare float64
 	for _, k := range sortedKeys(set) {
 		es := set[k]
-		if sh := es.exp[c.pidx].wTailExp / math.Max(total, 1); sh >= r.cfg.SplitShare && es.nw+es.nb >= float64(r.cfg.MinEntityRows) {
+		if sh := es.exp[c.pidx].wTailExp / math.Max(total, 1); k != "" && sh >= r.cfg.SplitShare && es.nw+es.nb >= float64(r.cfg.MinEntityRows) {
 			spread = append(spread, es)
 			spreadShare += sh
 		}
@@ -483,8 +486,11 @@ func (r *run) localize(c *causeRun) {
 		}
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(keys, ", ")))
 		defer r.splitCause(c, spread, set)
-	case set != nil && best != nil:
+	case set != nil && best != nil && share > 0:
 		ev = append(ev, fmt.Sprintf("affected tail requests spread over %d %ss (largest share %s, %s)", countPositive(set, c.pidx), c.kind, pct(share, 1), best.key))
+	}
+	if none := set[""]; none != nil && none.exp[c.pidx].wTailExp > 0 && c.kind == kindGPU {
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on engines of several GPUs (a row names no single GPU)", pct(none.exp[c.pidx].wTailExp, total)))
 	}
 	c.cand.Entity = r.entityOf(c, set)
 	c.cand.Health = r.healthOf(c, set)
@@ -553,8 +559,8 @@ func (r *run) baseTotal() float64 {
 
 func countPositive(set map[string]*entityStats, pidx int) int {
 	n := 0
-	for _, es := range set {
-		if es.exp[pidx].wTailExp > 0 {
+	for k, es := range set {
+		if k != "" && es.exp[pidx].wTailExp > 0 {
 			n++
 		}
 	}

@@ -513,8 +513,9 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     long requests: a routing matter) ranks below the engine mechanisms
 //     downstream of it on that engine.
 //   - A symptom (Candidate.Symptom: a queue where arrivals did not rise)
-//     ranks below every other culprit on the same engine or GPU, or below
-//     all of them when either acts on the whole scope: that other culprit
+//     ranks below every other culprit on the same engine, GPU or host (an
+//     engine's GPUs are not all in its entity), or below all of them when
+//     either acts on the whole scope: that other culprit
 //     slowed the service the queue waits for. This rule wins over the
 //     others.
 //   - entity.degraded ("slow and no measured mechanism explains it") ranks
@@ -559,7 +560,7 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		if nodes[i] == "" || nodes[j] == "" {
 			return false
 		}
-		if symptom[i] != symptom[j] && (!localized(a.Entity) || !localized(b.Entity) || overlaps(a.Entity, b.Entity)) {
+		if symptom[i] != symptom[j] && (!localized(a.Entity) || !localized(b.Entity) || overlaps(a.Entity, b.Entity) || a.Entity.Host != "" && a.Entity.Host == b.Entity.Host) {
 			return symptom[i] // the symptom last, whatever the other rules say
 		}
 		switch {

@@ -47,14 +47,19 @@ import (
 // stay longer, so it holds more of them with the same arrivals (busy =
 // the slowdown, Little's law).
 type synthScenario struct {
-	Seed      uint64
-	Start     time.Time
-	Duration  time.Duration
-	RatePerS  float64
-	Hosts     int // default 4
-	GPUs      int // per host, one engine each; default 2
-	Model     string
-	Service   string
+	Seed     uint64
+	Start    time.Time
+	Duration time.Duration
+	RatePerS float64
+	Hosts    int // default 4
+	GPUs     int // per host, one engine each; default 2
+	Model    string
+	Service  string
+	// TPHost, when ≥ 0 with TP set, makes engine 0 of that host tensor
+	// parallel: its rows carry no single GPU (gpu ""), as the enricher
+	// writes a request that ran on several GPUs (see insertGPUSamples).
+	TP        bool
+	TPHost    int
 	FaultFrom time.Duration // offset from Start
 	FaultTo   time.Duration // 0: until the end
 	Faults    []synthFault
@@ -335,8 +340,13 @@ func (g *synthGen) next(max int) *synthBlock {
 		b.str["host"] = append(b.str["host"], hostName(h))
 		b.str["pod"] = append(b.str["pod"], podName(h, gi))
 		b.str["engine"] = append(b.str["engine"], fmt.Sprint(gi))
-		b.str["gpu"] = append(b.str["gpu"], gpuName(h, gi))
-		b.str["gpu_index"] = append(b.str["gpu_index"], fmt.Sprint(gi))
+		if s.TP && h == s.TPHost && gi == 0 {
+			b.str["gpu"] = append(b.str["gpu"], "")
+			b.str["gpu_index"] = append(b.str["gpu_index"], "")
+		} else {
+			b.str["gpu"] = append(b.str["gpu"], gpuName(h, gi))
+			b.str["gpu_index"] = append(b.str["gpu_index"], fmt.Sprint(gi))
+		}
 		b.str["engine_match"] = append(b.str["engine_match"], "pod")
 		b.str["gpu_match"] = append(b.str["gpu_match"], "pod")
 		ns := uint64(start.UnixNano())
@@ -402,6 +412,40 @@ func insertBlock(ctx context.Context, conn driver.Conn, b *synthBlock) error {
 		return fmt.Errorf("send %d synthetic rows: %w", b.rows, err)
 	}
 	return nil
+}
+
+// tpGPUs are the four GPUs of the tensor-parallel engine (host h, engine
+// 0): gpuName(h, 0), the one faults name, and three peers.
+func tpGPUs(h int) []string {
+	return []string{gpuName(h, 0), gpuName(h, 8), gpuName(h, 9), gpuName(h, 10)}
+}
+
+// insertGPUSamples writes dcgm clock_event_reasons samples (every 10 s)
+// of the tensor-parallel engine's GPUs: 0x20 (SW thermal slowdown) on
+// gpuName(h, 0) while a thermal fault on it is active, 0 otherwise.
+func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) error {
+	s = s.withDefaults()
+	g := newSynthGen(s)
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO gpu_samples (host, gpu, gpu_index, pod, namespace, metric, time_ns, time, value)")
+	if err != nil {
+		return err
+	}
+	for off := time.Duration(0); off < s.Duration; off += 10 * time.Second {
+		at := s.Start.Add(off)
+		for k, gpu := range tpGPUs(s.TPHost) {
+			v := 0.0
+			for _, f := range s.Faults {
+				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && k == 0 && g.active(f, off) {
+					v = 0x20
+				}
+			}
+			if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), podName(s.TPHost, 0), "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
+				_ = batch.Abort()
+				return err
+			}
+		}
+	}
+	return batch.Send()
 }
 
 // testStore opens a fresh, migrated database on the test ClickHouse (or

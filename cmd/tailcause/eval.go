@@ -229,7 +229,8 @@ func rankWindow(truth *faultlab.Truth) causal.Interval {
 
 // entityMatches: the top culprit names the entity the fault acted on, at
 // the level the cause lives on (a GPU for GPU causes, the engine's pod for
-// engine causes, the model for workload shifts).
+// engine causes, the model for workload shifts and model-wide engine
+// faults — or its engine when the model has one).
 func entityMatches(c causal.Culprit, faults []faultlab.TruthFault) bool {
 	for _, f := range faults {
 		if string(c.Cause) != f.Cause {
@@ -240,6 +241,9 @@ func entityMatches(c causal.Culprit, faults []faultlab.TruthFault) bool {
 			return c.Entity.GPU == f.Entity.GPU
 		case strings.HasPrefix(f.Cause, "workload."):
 			return c.Entity.Model == "" || c.Entity.Model == f.Entity.Model
+		case f.Entity.Pod == "" && f.Entity.Host == "" && len(f.Affected) == 1:
+			// A model served by one engine: the engine is the model.
+			return c.Entity.Pod == f.Affected[0].Pod || (c.Entity.Pod == "" && c.Entity.Host == "")
 		default:
 			return c.Entity.Pod == f.Entity.Pod || (c.Entity.Pod == "" && c.Entity.Host == f.Entity.Host)
 		}

@@ -1,0 +1,102 @@
+package causal
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// gpuScore is one GPU's mean sample score in the window and the baseline.
+type gpuScore struct {
+	gpu         string
+	win, base   float64
+	nWin, nBase float64
+	rise        float64 // win − base (win alone without baseline samples)
+}
+
+// gpuInEngine localizes a GPU cause whose affected requests ran on a
+// multi-GPU (tensor-parallel) engine. Such a request runs on every GPU of
+// its engine, so its row carries no single GPU and localize leaves the
+// cause on the scope. When one engine carries the cause's affected tail
+// (Config.LocalizeShare), the engine's GPU samples (Node.Samples) tell
+// which of its GPUs carries the cause: the one whose mean score rose most
+// from the baseline, when it rose at least twice as much as any other. The
+// culprit then names that GPU (and carries the engine's health); otherwise
+// it stays on the scope, with the samples as evidence.
+func (r *run) gpuInEngine(c *causeRun) error {
+	sp := c.node.Samples
+	var best *entityStats
+	for _, k := range sortedKeys(r.engines) {
+		es := r.engines[k]
+		if best == nil || es.exp[c.pidx].wTailExp > best.exp[c.pidx].wTailExp {
+			best = es
+		}
+	}
+	if best == nil || c.exp.wTailExp == 0 || best.exp[c.pidx].wTailExp < r.cfg.LocalizeShare*c.exp.wTailExp || dominant(best.gpus) != "" || best.pod == "" {
+		return nil
+	}
+	score := "toFloat64(" + sp.Expr + ")"
+	ivs := []Interval{r.win}
+	baseCond := "0"
+	if r.base != nil {
+		ivs = append(ivs, *r.base)
+		baseCond = sampleInterval(*r.base)
+	}
+	metrics := make([]string, len(sp.Metrics))
+	for i, m := range sp.Metrics {
+		metrics[i] = QuoteString(m)
+	}
+	winCond := sampleInterval(r.win)
+	q := fmt.Sprintf(`SELECT toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
+FROM %[4]s FINAL
+WHERE host = %[5]s AND pod = %[6]s AND metric IN (%[7]s) AND %[8]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s)
+GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteString(best.host), QuoteString(best.pod),
+		strings.Join(metrics, ", "), samplePrune(ivs...))
+	var gs []gpuScore
+	err := r.query("engine gpu samples", q, func(rows Rows) error {
+		var g gpuScore
+		if err := rows.Scan(&g.gpu, &g.win, &g.base, &g.nWin, &g.nBase); err != nil {
+			return err
+		}
+		if g.nWin == 0 || g.gpu == "" {
+			return nil
+		}
+		g.rise = g.win
+		if g.nBase > 0 {
+			g.rise = g.win - g.base
+		}
+		gs = append(gs, g)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(gs) < 2 {
+		return nil
+	}
+	sort.SliceStable(gs, func(i, j int) bool { return gs[i].rise > gs[j].rise })
+	top, next := gs[0], gs[1]
+	what := fmt.Sprintf("GPU samples of engine %s (%d GPUs; its requests run on all of them): %s of %s averages %s on %s in the window vs %s in the baseline; its %d peers at most %s",
+		best.key, len(gs), sp.Expr, strings.Join(sp.Metrics, ", "), fmtNum(top.win), top.gpu, fmtNum(top.base), len(gs)-1, fmtNum(next.win))
+	if !(top.rise > 0 && next.rise <= top.rise/2) || math.IsNaN(top.rise) {
+		c.cand.Evidence = append(c.cand.Evidence, what+": no single GPU carries it")
+		return nil
+	}
+	c.cand.Entity = Entity{Host: best.host, GPU: top.gpu}
+	if best.healthOK {
+		c.cand.Health = best.health
+	}
+	c.cand.Evidence = append(c.cand.Evidence, what)
+	return nil
+}
+
+// sampleInterval is the gpu_samples condition of iv (time_ns).
+func sampleInterval(iv Interval) string {
+	return fmt.Sprintf("(time_ns >= %d AND time_ns < %d)", iv.Start.UnixNano(), iv.End.UnixNano())
+}
+
+// samplePrune bounds gpu_samples' DateTime column (partition pruning).
+func samplePrune(ivs ...Interval) string {
+	return strings.ReplaceAll(prune(ivs...), "start_time", "time")
+}
