@@ -230,6 +230,25 @@ func TestAnalyzeDegraded(t *testing.T) {
 		Faults: []synthFault{{Kind: "degraded", Host: 3, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
 	checkTop(t, an, CauseEntityDegraded, engineEntity(3, 1), 0.5)
+	// entity_health: the slow engine, its GPU and its host are the least
+	// healthy of their kinds; every other host looks like its peers.
+	eh := an.Incident.EntityHealth
+	low := map[string]Entity{}
+	for _, h := range eh {
+		if _, ok := low[h.Kind]; !ok {
+			low[h.Kind] = h.Entity
+		}
+		if h.Kind == "host" && h.Entity.Host != hostName(3) && h.Health < 0.5 {
+			t.Errorf("healthy host %s scored %v", h.Entity.Host, h.Health)
+		}
+	}
+	e := engineEntity(3, 1)
+	if low["engine"] != (Entity{Host: e.Host, Engine: e.Engine, Pod: e.Pod, Model: e.Model}) || low["gpu"] != (Entity{Host: e.Host, GPU: e.GPU}) || low["host"] != (Entity{Host: e.Host}) {
+		t.Errorf("least healthy per kind %+v; entity_health %+v", low, eh)
+	}
+	if len(eh) == 0 || eh[0].Health > 0.1 {
+		t.Errorf("entity_health %+v", eh)
+	}
 }
 
 // A thermal throttle on one GPU of a tensor-parallel engine: the request

@@ -518,7 +518,7 @@ func (r *run) queryPlacements() error {
 		a, b := r.placements[i], r.placements[j]
 		return a.host+"\x00"+a.pod+"\x00"+a.engine+"\x00"+a.gpu+"\x00"+a.model < b.host+"\x00"+b.pod+"\x00"+b.engine+"\x00"+b.gpu+"\x00"+b.model
 	})
-	r.engines, r.gpus = map[string]*entityStats{}, map[string]*entityStats{}
+	r.engines, r.gpus, r.hosts = map[string]*entityStats{}, map[string]*entityStats{}, map[string]*entityStats{}
 	for _, p := range r.placements {
 		r.nWinTail += p.nwTail
 		for i, c := range active {
@@ -527,7 +527,7 @@ func (r *run) queryPlacements() error {
 		for _, m := range []struct {
 			set map[string]*entityStats
 			key string
-		}{{r.engines, p.engineKey()}, {r.gpus, p.gpu}} {
+		}{{r.engines, p.engineKey()}, {r.gpus, p.gpu}, {r.hosts, p.host}} {
 			es := m.set[m.key]
 			if es == nil {
 				es = &entityStats{key: m.key, gpus: map[string]float64{}, engines: map[string]float64{}, exp: make([]expCounts, len(active))}
@@ -553,7 +553,38 @@ func (r *run) queryPlacements() error {
 	}
 	r.scoreHealth(r.engines)
 	r.scoreHealth(r.gpus)
+	r.scoreHealth(r.hosts)
 	return nil
+}
+
+// entityHealth lists the scored engines, GPUs and hosts, least healthy
+// first (Incident.EntityHealth).
+func (r *run) entityHealth() []EntityHealth {
+	var out []EntityHealth
+	for _, set := range []struct {
+		kind string
+		m    map[string]*entityStats
+	}{{"engine", r.engines}, {"gpu", r.gpus}, {"host", r.hosts}} {
+		for _, k := range sortedKeys(set.m) {
+			es := set.m[k]
+			if !es.healthOK || k == "" {
+				continue
+			}
+			e := Entity{Host: es.host}
+			switch set.kind {
+			case "engine":
+				e.Engine, e.Pod, e.Model = es.engine, es.pod, es.model
+			case "gpu":
+				e.GPU = es.gpu
+			}
+			out = append(out, EntityHealth{Kind: set.kind, Entity: e, Health: round(es.health, 4), Requests: int64(es.nw), TailRequests: int64(es.nwTail)})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Health < out[j].Health })
+	if len(out) > MaxEntityHealth {
+		out = out[:MaxEntityHealth]
+	}
+	return out
 }
 
 // scoreHealth scores the window tail rate of each entity against its peers

@@ -34,10 +34,28 @@ type Incident struct {
 	TailRequests  int64     `json:"tail_requests"`
 	Culprits      []Culprit `json:"culprits"`
 	Method        Method    `json:"method"`
+	// EntityHealth is the health of the least healthy engines, GPUs and
+	// hosts of the scope in the window (at most MaxEntityHealth, least
+	// healthy first), culprits or not: an extra field of v1, absent when
+	// no entity was scored.
+	EntityHealth []EntityHealth `json:"entity_health,omitempty"`
 	// Notes are the analyzer's remarks (baseline found by change point,
 	// unstable intervals, ...): an extra field of v1, absent when empty.
 	Notes []string `json:"notes,omitempty"`
 }
+
+// EntityHealth is one entity's posterior health against its peers of the
+// same kind (Health: leave-one-out Beta-Binomial on window tail counts).
+type EntityHealth struct {
+	Kind         string  `json:"kind"` // engine, gpu or host
+	Entity       Entity  `json:"entity"`
+	Health       float64 `json:"health"`
+	Requests     int64   `json:"requests"`      // window requests on the entity
+	TailRequests int64   `json:"tail_requests"` // of which above the tail threshold
+}
+
+// MaxEntityHealth caps Incident.EntityHealth.
+const MaxEntityHealth = 24
 
 // SLO is the objective the incident is about.
 type SLO struct {
@@ -175,6 +193,20 @@ func (in Incident) Validate() error {
 			if !(v >= 0 && v <= 1) {
 				bad("culprit %d: %s %v outside [0,1]", i, name, v)
 			}
+		}
+	}
+	if len(in.EntityHealth) > MaxEntityHealth {
+		bad("entity_health: %d entries, at most %d", len(in.EntityHealth), MaxEntityHealth)
+	}
+	for i, h := range in.EntityHealth {
+		if h.Kind != "engine" && h.Kind != "gpu" && h.Kind != "host" {
+			bad("entity_health %d: kind %q: want engine, gpu or host", i, h.Kind)
+		}
+		if !(h.Health >= 0 && h.Health <= 1) || h.TailRequests < 0 || h.TailRequests > h.Requests {
+			bad("entity_health %d: health %v, %d tail of %d requests", i, h.Health, h.TailRequests, h.Requests)
+		}
+		if i > 0 && h.Health < in.EntityHealth[i-1].Health {
+			bad("entity_health %d: not ordered least healthy first", i)
 		}
 	}
 	return errors.Join(errs...)

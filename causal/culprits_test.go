@@ -36,6 +36,11 @@ func sampleIncident() Incident {
 				ExemplarTraceIDs: []string{"4bf92f3577b34da6a3ce929d0e0e4736"},
 			},
 		},
+		EntityHealth: []EntityHealth{
+			{Kind: "engine", Entity: Entity{Host: "node-3", Engine: "0", Pod: "vllm-3-0", Model: "llama-3-8b"}, Health: 0.07, Requests: 6012, TailRequests: 1204},
+			{Kind: "host", Entity: Entity{Host: "node-3"}, Health: 0.11, Requests: 12040, TailRequests: 1290},
+		},
+		Notes:  []string{"baseline from the window itself"},
 		Method: Method{Estimator: Estimator, DAG: "default@1", Version: "v0.1.0"},
 	}
 }
@@ -84,6 +89,14 @@ func TestIncidentOK(t *testing.T) {
 	in.Culprits = []Culprit{{Rank: 1, Cause: "bogus", Health: 2}}
 	if err := in.Validate(); err == nil {
 		t.Error("bad incident accepted")
+	}
+	in.Culprits = nil
+	in.EntityHealth = []EntityHealth{{Kind: "host", Health: 0.5, Requests: 10, TailRequests: 1}, {Kind: "rack", Health: 0.2, Requests: 1, TailRequests: 2}}
+	err = in.Validate()
+	for _, want := range []string{"kind \"rack\"", "2 tail of 1", "not ordered"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("entity_health error %v does not say %q", err, want)
+		}
 	}
 }
 

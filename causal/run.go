@@ -36,6 +36,7 @@ type run struct {
 	quant         map[string]*nodeQuantiles // by node name
 	placements    []placementRow
 	engines, gpus map[string]*entityStats
+	hosts         map[string]*entityStats
 	top           []topRow
 	topCut        float64
 	degraded      []*causeRun
@@ -450,6 +451,7 @@ func (r *run) result() *Analysis {
 			cs = cs[:r.cfg.MaxCulprits]
 		}
 		in.Culprits = cs
+		in.EntityHealth = r.entityHealth()
 		if len(cs) == 0 {
 			r.note("breach without a credible culprit: no cause's attributable fraction is significantly above %v", r.cfg.MinAF)
 			an.Notes = r.notes

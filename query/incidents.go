@@ -31,6 +31,7 @@ type incidentDoc struct {
 	Requests      int64        `json:"requests"`
 	TailRequests  int64        `json:"tail_requests"`
 	Culprits      []culpritDoc `json:"culprits"`
+	EntityHealth  []healthDoc  `json:"entity_health"` // optional (v1 extra)
 	Method        struct {
 		Estimator string `json:"estimator"`
 		DAG       string `json:"dag"`
@@ -55,6 +56,15 @@ type culpritDoc struct {
 	AdjustedFor          []string          `json:"adjusted_for"`
 	Evidence             []string          `json:"evidence"`
 	ExemplarTraceIDs     []string          `json:"exemplar_trace_ids"`
+}
+
+// healthDoc is one entry of the optional entity_health list.
+type healthDoc struct {
+	Kind         string            `json:"kind"`
+	Entity       map[string]string `json:"entity"`
+	Health       float64           `json:"health"`
+	Requests     int64             `json:"requests"`
+	TailRequests int64             `json:"tail_requests"`
 }
 
 // entityLabel is "host=node-3 gpu=GPU-…" in a fixed key order.

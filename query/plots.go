@@ -344,29 +344,37 @@ func plotCounterfactual(cs []culpritDoc, observed, baseline, threshold float64) 
 	return svgOf(p)
 }
 
-// plotHealth: the posterior health (0–1, 1 = like its healthy peers) of each
-// entity a culprit names; an entity named by several culprits shows its
-// lowest health.
-func plotHealth(cs []culpritDoc) ([]byte, error) {
+// plotHealth: the posterior health (0–1, 1 = like its healthy peers) of
+// the least healthy engines, GPUs and hosts of the scope (entity_health),
+// culprits or not; for documents without it, of each entity a culprit
+// names (an entity named by several culprits shows its lowest health).
+func plotHealth(cs []culpritDoc, eh []healthDoc) ([]byte, error) {
 	p := newPlot("Health per entity (1 = behaves like its peers)", "health", "")
 	var labels []string
 	var vals []float64
 	index := map[string]int{}
-	for _, c := range cs {
-		l := entityLabel(c.Entity)
+	add := func(l string, h float64) {
 		if i, ok := index[l]; ok {
-			vals[i] = math.Min(vals[i], c.Health)
-			continue
+			vals[i] = math.Min(vals[i], h)
+			return
 		}
 		if len(labels) >= 12 {
-			continue
+			return
 		}
 		index[l] = len(labels)
 		if len(l) > 48 {
 			l = l[:45] + "..."
 		}
 		labels = append(labels, l)
-		vals = append(vals, c.Health)
+		vals = append(vals, h)
+	}
+	for _, h := range eh {
+		add(h.Kind+" "+entityLabel(h.Entity), h.Health)
+	}
+	if len(eh) == 0 {
+		for _, c := range cs {
+			add(entityLabel(c.Entity), c.Health)
+		}
 	}
 	if len(vals) == 0 {
 		note(p, "no entities")

@@ -190,7 +190,7 @@ func (rd *reportData) render(name string) ([]byte, error) {
 	case "counterfactual":
 		return plotCounterfactual(d.Culprits, d.ObservedP99MS, d.BaselineP99MS, d.SLO.ThresholdMS)
 	case "health":
-		return plotHealth(d.Culprits)
+		return plotHealth(d.Culprits, d.EntityHealth)
 	}
 	return nil, probNotFound.new("no plot %q: want one of %s (with .svg)", name, strings.Join(plotNames, ", "))
 }
@@ -254,7 +254,7 @@ var captions = map[string]string{
 	"p99_signal":     "P99 per minute against the top culprit's signal on its entity; dashed verticals mark the window.",
 	"contributions":  "Share of the window's tail each culprit explains (attributable fraction).",
 	"counterfactual": "P99 had each cause been absent, against the observed and baseline P99.",
-	"health":         "Posterior probability that each named entity behaves like its healthy peers.",
+	"health":         "Posterior probability that each entity behaves like its healthy peers: the least healthy engines, GPUs and hosts of the scope.",
 }
 
 // report: GET /incidents/{id}/report: the HTML page with inline SVG figures.

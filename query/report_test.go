@@ -68,12 +68,15 @@ func TestPlots(t *testing.T) {
 		{"p99_signal", func() ([]byte, error) { return plotP99Signal(pts, 2500, win2, "KV cache usage") }, colSignal},
 		{"contributions", func() ([]byte, error) { return plotContributions(cs) }, colContribution},
 		{"counterfactual", func() ([]byte, error) { return plotCounterfactual(cs, 4200, 1000, 2500) }, colCounterfactual},
-		{"health", func() ([]byte, error) { return plotHealth(cs) }, colHealth},
+		{"health", func() ([]byte, error) { return plotHealth(cs, nil) }, colHealth},
+		{"entity health", func() ([]byte, error) {
+			return plotHealth(cs, []healthDoc{{Kind: "host", Entity: map[string]string{"host": "<script>"}, Health: 0.02, Requests: 900, TailRequests: 80}})
+		}, colHealth},
 		{"empty cdf", func() ([]byte, error) { return plotLatencyCDF("e2e_ms", cdf{}, cdf{}, 2500) }, color.RGBA{A: 255}},
 		{"empty series", func() ([]byte, error) { return plotP99Signal(nil, 2500, win2, "x") }, color.RGBA{A: 255}},
 		{"no culprits", func() ([]byte, error) { return plotContributions(nil) }, color.RGBA{A: 255}},
 		{"no counterfactual", func() ([]byte, error) { return plotCounterfactual(nil, 1, 1, 1) }, color.RGBA{A: 255}},
-		{"no health", func() ([]byte, error) { return plotHealth(nil) }, color.RGBA{A: 255}},
+		{"no health", func() ([]byte, error) { return plotHealth(nil, nil) }, color.RGBA{A: 255}},
 	} {
 		svg, err := c.draw()
 		if err != nil {
