@@ -77,8 +77,12 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteS
 	}
 	sort.SliceStable(gs, func(i, j int) bool { return gs[i].rise > gs[j].rise })
 	top, next := gs[0], gs[1]
+	peerMax := math.Inf(-1)
+	for _, g := range gs[1:] {
+		peerMax = math.Max(peerMax, g.win)
+	}
 	what := fmt.Sprintf("GPU samples of engine %s (%d GPUs; its requests run on all of them): %s of %s averages %s on %s in the window vs %s in the baseline; its %d peers at most %s",
-		best.key, len(gs), sp.Expr, strings.Join(sp.Metrics, ", "), fmtNum(top.win), top.gpu, fmtNum(top.base), len(gs)-1, fmtNum(next.win))
+		best.key, len(gs), sp.Expr, strings.Join(sp.Metrics, ", "), fmtNum(top.win), top.gpu, fmtNum(top.base), len(gs)-1, fmtNum(peerMax))
 	if !(top.rise > 0 && next.rise <= top.rise/2) || math.IsNaN(top.rise) {
 		c.cand.Evidence = append(c.cand.Evidence, what+": no single GPU carries it")
 		return nil
