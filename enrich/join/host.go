@@ -85,6 +85,44 @@ func (h *hostState) passed(t uint64) bool {
 	return true
 }
 
+// passedFor reports whether a request placed by pr (its engine, its GPUs)
+// can be joined up to t: every family of the host has passed t, and so has
+// every live series of its own engine and GPUs. The host's families alone
+// are not enough: the engines and GPUs of a host are scraped and delivered
+// separately, and a counter feature needs the scrape after the request's
+// end — joining when another engine's scrape passed t would give rows
+// that depend on delivery order. A series silent for stale while its
+// entity's other series go on (a metric no longer exported) is ignored.
+func (h *hostState) passedFor(pr placementResult, t, stale uint64) bool {
+	if !h.passed(t) {
+		return false
+	}
+	if es := h.engines[pr.engine]; pr.engine != "" && es != nil && !es.passed(t, stale) {
+		return false
+	}
+	for _, g := range pr.gpus {
+		if es := h.gpus[g]; es != nil && !es.passed(t, stale) {
+			return false
+		}
+	}
+	return true
+}
+
+// passed: every series of the entity that reported within stale of its
+// newest sample has data at or beyond t.
+func (es *entitySeries) passed(t, stale uint64) bool {
+	var newest uint64
+	for _, s := range es.metrics {
+		newest = max(newest, s.last())
+	}
+	for _, s := range es.metrics {
+		if l := s.last(); l < t && l+stale >= newest {
+			return false
+		}
+	}
+	return true
+}
+
 func (h *hostState) trim(cutoff uint64) {
 	for _, m := range []map[string]*entitySeries{h.engines, h.gpus} {
 		for _, es := range m {

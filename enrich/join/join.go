@@ -319,8 +319,9 @@ func (j *Joiner) Released() []Ref {
 }
 
 // ready reports whether a request can be emitted: the metric streams of
-// its host have passed its end, and the span stream has passed its end by
-// the step grace; or the stream time has passed its end by MaxWait.
+// its host, and the series of its own engine and GPUs, have passed its end
+// (passedFor), and the span stream has passed its end by the step grace;
+// or the stream time has passed its end by MaxWait.
 func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
 	end := p.req.EndNs
 	if j.StreamTime() >= end+uint64(j.cfg.MaxWait) {
@@ -334,7 +335,7 @@ func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
 	if h == nil {
 		return false, false // no metrics for this host yet: wait up to MaxWait
 	}
-	return h.passed(end), false
+	return h.passedFor(j.resolve(&p.req, h), end, uint64(j.cfg.MaxSampleAge)), false
 }
 
 // Emit returns the requests that are ready, joined. With flush, every

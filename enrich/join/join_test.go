@@ -79,7 +79,7 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 		gpuSample(normalize.MetricSMClock, b, 1980), gpuSample(normalize.MetricClockReasons, b, 0),
 		gpuSample(normalize.MetricSMClock, b+15*sec, 1200), gpuSample(normalize.MetricClockReasons, b+15*sec, float64(normalize.ThrottleSWThermal)),
 		gpuSample(normalize.MetricGPUTemp, b, 70), gpuSample(normalize.MetricGPUTemp, b+15*sec, 88),
-		gpuSample(normalize.MetricSMClock, b+30*sec, 1980), gpuSample(normalize.MetricClockReasons, b+30*sec, 0),
+		gpuSample(normalize.MetricSMClock, b+30*sec, 1980), gpuSample(normalize.MetricClockReasons, b+30*sec, 0), gpuSample(normalize.MetricGPUTemp, b+30*sec, 70),
 	)
 	j.AddSamples(ss)
 	req := request("aaaa", b+12*sec, b+25*sec)
@@ -249,5 +249,65 @@ func TestConfigValidate(t *testing.T) {
 	c.MaxWait = c.Retention + time.Second
 	if err := c.Validate(); err == nil {
 		t.Fatal("max wait beyond retention accepted")
+	}
+}
+
+// TestJoinWaitsForItsOwnEngine: two engines share a host and are scraped
+// separately. The other engine's scrape passing a request's end must not
+// release it: its counter features need its own engine's next scrape, and
+// rows would otherwise depend on the order the scrapes were delivered in.
+func TestJoinWaitsForItsOwnEngine(t *testing.T) {
+	b := base()
+	other := func(m normalize.Metric, kind normalize.SampleKind, ts uint64, v float64) normalize.Sample {
+		s := engineSample(m, kind, ts, v)
+		s.Placement.Pod = "vllm-1"
+		return s
+	}
+	scrape := func(pod string, ts uint64, prompt float64) []normalize.Sample {
+		mk := engineSample
+		if pod == "vllm-1" {
+			mk = other
+		}
+		return []normalize.Sample{
+			mk(normalize.MetricRunning, normalize.Gauge, ts, 4),
+			mk(normalize.MetricPromptTokens, normalize.Cumulative, ts, prompt),
+			mk(normalize.MetricRequestSuccess, normalize.Cumulative, ts, prompt/1000),
+		}
+	}
+	gpus := func(ts uint64) []normalize.Sample {
+		return []normalize.Sample{gpuSample(normalize.MetricSMClock, ts, 1980), gpuSample(normalize.MetricClockReasons, ts, 0)}
+	}
+	run := func(order [][]normalize.Sample) (emittedEarly bool, row Output) {
+		j := newJoiner(t)
+		for _, ss := range order[:len(order)-1] {
+			j.AddSamples(ss)
+		}
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("aaaa", b+12*sec, b+25*sec), request("zzzz", b+40*sec, b+45*sec)}}, Ref{Partition: 0, Offset: 1})
+		early := len(j.Emit(false)) > 0
+		j.AddSamples(order[len(order)-1])
+		out := j.Emit(false)
+		if len(out) == 0 {
+			t.Fatal("not emitted once its own engine passed its end")
+		}
+		return early, out[0]
+	}
+	// The request's engine (vllm-0) is scraped at 0, 10, 20 and, last, 30;
+	// the other engine's 30 s scrape and the GPU's arrive before it.
+	early, got := run([][]normalize.Sample{
+		scrape("vllm-0", b, 0), scrape("vllm-0", b+10*sec, 10000), scrape("vllm-0", b+20*sec, 20000),
+		scrape("vllm-1", b+30*sec, 5000), gpus(b), gpus(b + 30*sec),
+		scrape("vllm-0", b+30*sec, 40000),
+	})
+	if early {
+		t.Error("emitted when only the other engine's scrape had passed its end")
+	}
+	// Delivered in the other order, the row is the same.
+	_, want := run([][]normalize.Sample{
+		scrape("vllm-1", b+30*sec, 5000), gpus(b), gpus(b + 30*sec),
+		scrape("vllm-0", b, 0), scrape("vllm-0", b+10*sec, 10000), scrape("vllm-0", b+20*sec, 20000),
+		scrape("vllm-0", b+30*sec, 40000),
+	})
+	if got.Row.EnginePromptTPS != want.Row.EnginePromptTPS || math.IsNaN(got.Row.EnginePromptTPS) || got.Row.EngineTPSAgeMs != 0 {
+		t.Errorf("prompt tps %v (age %v ms) vs %v in the other delivery order", got.Row.EnginePromptTPS, got.Row.EngineTPSAgeMs, want.Row.EnginePromptTPS)
 	}
 }
