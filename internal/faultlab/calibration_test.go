@@ -173,7 +173,11 @@ func checkMechanism(t *testing.T, c *capture, tr *Truth, fi int) string {
 	case "queue.saturation":
 		share := func(r reqRec) float64 { return r.queue / r.ttft }
 		var sb, sd, wd []float64
-		for _, p := range modelPods(f.Entity.Model) {
+		pods := modelPods(f.Entity.Model)
+		if pod != "" {
+			pods = []string{pod} // traffic forced onto one engine: its peers idle
+		}
+		for _, p := range pods {
 			sb = append(sb, field(c.window(p, before[0], before[1]), share)...)
 			sd = append(sd, field(c.window(p, during[0], during[1]), share)...)
 			wd = append(wd, values(c.series("vllm:num_requests_waiting", p, during[0], during[1]))...)
