@@ -57,6 +57,19 @@ func conds(m map[string]string) (string, []any) {
 	return strings.Join(sql, " AND "), args
 }
 
+// entityConds selects the requests of a culprit's entity. A GPU of a
+// multi-GPU (tensor-parallel) engine is named by no request row (they ran
+// on all of its GPUs: gpu = ”); its requests are those of the engine whose
+// GPU samples carry the GPU's pod.
+func entityConds(e map[string]string) (string, []any) {
+	sql, args := conds(e)
+	if e["gpu"] != "" && e["pod"] == "" && e["engine"] == "" {
+		sql = "(" + sql + " OR (gpu = '' AND host = ? AND pod IN (SELECT pod FROM gpu_samples WHERE host = ? AND gpu = ?)))"
+		args = append(args, e["host"], e["host"], e["gpu"])
+	}
+	return sql, args
+}
+
 func (s *Server) loadReport(ctx context.Context, id string) (*reportData, error) {
 	version, _, doc, err := s.loadIncident(ctx, id)
 	if err != nil {
@@ -137,7 +150,7 @@ WHERE ` + where + ` AND isFinite(` + col + `) AND ` + scopeSQL
 	}
 	entitySQL, entityArgs := "0", []any(nil)
 	if len(doc.Culprits) > 0 {
-		entitySQL, entityArgs = conds(doc.Culprits[0].Entity)
+		entitySQL, entityArgs = entityConds(doc.Culprits[0].Entity)
 	} else {
 		entitySQL = "1"
 	}

@@ -290,3 +290,59 @@ func TestReportRoutes(t *testing.T) {
 	}
 	problem(t, hs, "GET", "/incidents/nope/report", testToken, 404, "not-found")
 }
+
+// TestEntityCondsTensorParallelGPU: the requests of a GPU that a
+// tensor-parallel engine shares name no GPU; entityConds finds them
+// through the engine's GPU samples, and only them.
+func TestEntityCondsTensorParallelGPU(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	mk := func(uid, host, pod, gpu string) []any {
+		r := requestRow(reqFix{uid: uid, trace: "t" + uid, model: "llama-70b", service: "chat", host: host, gpu: gpu, engine: "0", start: winStart, e2e: 900, ttft: 90, kvMax: 0.5})
+		r[8] = pod // requestCols: pod
+		return r
+	}
+	rows := [][]any{
+		mk("tp-1", "node-4", "tp-pod", ""), mk("tp-2", "node-4", "tp-pod", ""),
+		mk("other-engine", "node-4", "other-pod", ""), mk("single", "node-4", "single-pod", "GPU-s"),
+	}
+	if err := st.Insert(ctx, requestCols, rows); err != nil {
+		t.Fatal(err)
+	}
+	samples := requestCols
+	samples.Name, samples.Columns = "gpu_samples", []string{"host", "gpu", "gpu_index", "pod", "namespace", "metric", "time_ns", "time", "value"}
+	var srows [][]any
+	for i, g := range []string{"GPU-t0", "GPU-t1"} {
+		srows = append(srows, []any{"node-4", g, fmt.Sprint(i), "tp-pod", "default", "clock_event_reasons", uint64(winStart.UnixNano()), winStart, 0.0})
+	}
+	srows = append(srows, []any{"node-4", "GPU-o", "0", "other-pod", "default", "clock_event_reasons", uint64(winStart.UnixNano()), winStart, 0.0})
+	if err := st.Insert(ctx, samples, srows); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		entity map[string]string
+		want   []string
+	}{
+		{map[string]string{"host": "node-4", "gpu": "GPU-t1"}, []string{"tp-1", "tp-2"}},
+		{map[string]string{"host": "node-4", "gpu": "GPU-s"}, []string{"single"}},
+		{map[string]string{"host": "node-4", "pod": "other-pod", "engine": "0"}, []string{"other-engine"}},
+	} {
+		where, args := entityConds(tc.entity)
+		var got []string
+		rs, err := st.Conn().Query(ctx, "SELECT uid FROM requests WHERE "+where+" ORDER BY uid", args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rs.Next() {
+			var u string
+			if err := rs.Scan(&u); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, u)
+		}
+		rs.Close()
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%v: requests %v, want %v", tc.entity, got, tc.want)
+		}
+	}
+}
