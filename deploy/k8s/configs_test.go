@@ -100,6 +100,11 @@ func TestReferenceConfigs(t *testing.T) {
 			if err := wellFormedXML(b); err != nil {
 				t.Errorf("%s: %v", rel, err)
 			}
+		case ext == ".Dockerfile" && filepath.Dir(rel) == "docker":
+			// deploy/docker's own test runs their build and checks their wiring.
+			if !strings.HasPrefix(string(b), "# syntax=docker/dockerfile:1\n") || !strings.Contains(string(b), "\nFROM ") {
+				t.Errorf("%s: not a Dockerfile (want the syntax line and a FROM)", rel)
+			}
 		default:
 			t.Errorf("%s: no loader validates this config: add one to TestReferenceConfigs", rel)
 		}
