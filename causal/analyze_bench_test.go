@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // benchData inserts n synthetic requests over two hours into a fresh
@@ -14,7 +16,7 @@ import (
 // second hour (the first is the baseline).
 func benchData(b *testing.B, n int) (*Analyzer, Request) {
 	b.Helper()
-	st := testStore(b)
+	st := chstoretest.Fresh(b)
 	ctx := context.Background()
 	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: float64(n) / 7200, FaultFrom: time.Hour,
 		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}}}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 type tlog struct{ t *testing.T }
@@ -21,7 +23,7 @@ var synthStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 // analyzes req.
 func analyzeScenario(t *testing.T, s synthScenario, req Request) *Analysis {
 	t.Helper()
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if s.Start.IsZero() {
@@ -165,7 +167,7 @@ func TestAnalyzeThermal(t *testing.T) {
 
 // (d) No fault: no incident, with and without an SLO threshold.
 func TestAnalyzeNoFault(t *testing.T) {
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	if _, err := insertSynth(ctx, st.Conn(), synthScenario{Seed: 4, Start: synthStart, Duration: time.Hour}, 100_000); err != nil {
 		t.Fatal(err)
@@ -257,7 +259,7 @@ func TestAnalyzeDegraded(t *testing.T) {
 func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
 		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
 		t.Fatal(err)
@@ -331,7 +333,7 @@ func TestAnalyzeQueueFromSlowService(t *testing.T) {
 // Other signals run end to end (causes not upstream of the outcome are
 // skipped with a reason) and give valid documents.
 func TestAnalyzeSignals(t *testing.T) {
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	s := synthScenario{Seed: 7, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "thermal", Host: 0, GPU: 0}}}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -65,7 +66,7 @@ func TestDesignColumns(t *testing.T) {
 // sum, deeper than max_ast_depth if written flat) and compares with the
 // QR reference computed from the rows in Go.
 func TestDesignOnClickHouse(t *testing.T) {
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db := StoreDB(st)

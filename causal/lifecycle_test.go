@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 func TestLifecycleConfigValidate(t *testing.T) {
@@ -25,7 +27,7 @@ func TestLifecycleConfigValidate(t *testing.T) {
 // the P99 is back under the SLO for three evaluations; a restarted
 // lifecycle continues the same incident.
 func TestLifecycle(t *testing.T) {
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := synthScenario{Seed: 11, Start: synthStart, Duration: 70 * time.Minute, Faults: []synthFault{

@@ -8,13 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/testkit"
 )
 
 // A structural model of an LLM-serving fleet, one row per request, written
@@ -446,25 +442,4 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 		}
 	}
 	return batch.Send()
-}
-
-// testStore opens a fresh, migrated database on the test ClickHouse (or
-// skips the test when none is configured).
-func testStore(t testing.TB) *chstore.Store {
-	t.Helper()
-	addr := testkit.ClickHouse(t)
-	db := testkit.FreshDatabase(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, db
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }

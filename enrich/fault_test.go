@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
@@ -18,7 +19,7 @@ import (
 func faultSetup(t *testing.T) (*chstore.Store, Config) {
 	t.Helper()
 	addr := testkit.Kafka(t)
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	brokers := []string{addr}
 	cfg := testConfig(brokers, testkit.FreshTopic(t, addr, 3), testkit.FreshTopic(t, addr, 2), testkit.FreshTopic(t, addr, 1))
 	cfg.RetryMax = time.Second

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
@@ -70,7 +71,7 @@ func waitGroupMembers(t *testing.T, addr, group string, n int) {
 // whichever instance owns its trace.
 func TestTwoInstancesOnRealKafka(t *testing.T) {
 	addr := testkit.Kafka(t)
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	brokers := []string{addr}
 	spans := testkit.FreshTopic(t, addr, 4)
 	metrics := testkit.FreshTopic(t, addr, 2)

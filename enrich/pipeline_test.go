@@ -12,31 +12,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/otlpkafka"
-	"github.com/tailcause/tailcause/internal/testkit"
 )
-
-// testStore opens a fresh, migrated database on the test ClickHouse.
-func testStore(t *testing.T) *chstore.Store {
-	t.Helper()
-	addr := testkit.ClickHouse(t)
-	db := testkit.FreshDatabase(t, addr)
-	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, db
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 // produceFixture writes the fixture as the Collector's kafka exporter
 // would: spans one record per trace, metrics one record per resource.
@@ -145,7 +125,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 }
 
 func TestPipelineOnKFake(t *testing.T) {
-	st := testStore(t)
+	st := chstoretest.Fresh(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "otlp_spans", "otlp_metrics"), kfake.SeedTopics(1, "dlq"))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // nopDB fails every query: for tests that must be answered before any
@@ -406,7 +407,7 @@ func boolInt(b bool) int {
 // TestReportLinks: a signed link opens the report without a bearer token;
 // a tampered or expired one does not.
 func TestReportLinks(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	loadFixture(t, st)
 	srv, hs := serverOver(t, st, func(c *Config) { c.BaseURL = "https://tailcause.example.com" })
 	link := srv.ReportURL("inc-kv")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/testkit"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // The fixture: two models on two hosts. llama-3-8b runs on node-1 (GPU-a)
@@ -222,26 +222,6 @@ func incidentRow(f incFix) ([]any, [][]any) {
 		"backdoor-ols-hc3", "default@1", "test", string(payload)}, crows
 }
 
-// openStore migrates a fresh database on the test server.
-func openStore(t *testing.T) *chstore.Store {
-	t.Helper()
-	addr := testkit.ClickHouse(t)
-	db := testkit.FreshDatabase(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, db
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return st
-}
-
 // loadFixture inserts the fixture (requests twice: FINAL must collapse
 // the duplicates, as the at-least-once enrich path may write them).
 func loadFixture(t *testing.T, st *chstore.Store) {
@@ -290,7 +270,7 @@ func loadFixture(t *testing.T, st *chstore.Store) {
 // testServer is a server over a fresh database with the fixture loaded.
 func testServer(t *testing.T, mutate func(*Config)) (*Server, *httptest.Server) {
 	t.Helper()
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	loadFixture(t, st)
 	return serverOver(t, st, mutate)
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // wellFormed parses an SVG document to the end.
@@ -261,7 +263,7 @@ func abs(v int) int {
 // TestReportRoutes: every plot of the fixture incident is served as SVG,
 // and the report of an incident without culprits renders with its notes.
 func TestReportRoutes(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	loadFixture(t, st)
 	f := incFix{"inc-quiet", 1, "firing", "mistral-7b", t0.Add(5 * time.Minute), [2]time.Time{t0.Add(5 * time.Minute), t0.Add(15 * time.Minute)},
 		v1("inc-quiet", "ok", "mistral-7b", [2]time.Time{t0.Add(5 * time.Minute), t0.Add(15 * time.Minute)}, [2]time.Time{}, 500, nil)}
@@ -295,7 +297,7 @@ func TestReportRoutes(t *testing.T) {
 // tensor-parallel engine shares name no GPU; entityConds finds them
 // through the engine's GPU samples, and only them.
 func TestEntityCondsTensorParallelGPU(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	mk := func(uid, host, pod, gpu string) []any {
 		r := requestRow(reqFix{uid: uid, trace: "t" + uid, model: "llama-70b", service: "chat", host: host, gpu: gpu, engine: "0", start: winStart, e2e: 900, ttft: 90, kvMax: 0.5})

@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
 
@@ -44,7 +45,7 @@ func insertGPUSamples(t *testing.T, st *chstore.Store) {
 
 // TestViews checks each analyst view on the real server with inserted rows.
 func TestViews(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	loadFixture(t, st)
 	insertGPUSamples(t, st)
 	ctx := context.Background()
@@ -202,7 +203,7 @@ func docQueries(t *testing.T) []string {
 // TestAnalystReadOnly: the dev server's analyst user (deploy/dev/
 // clickhouse.sh) can read the views but not write.
 func TestAnalystReadOnly(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	loadFixture(t, st)
 	addr := testkit.ClickHouse(t)
 	pw := os.Getenv("CH_ANALYST_PASSWORD")

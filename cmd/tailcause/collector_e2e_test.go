@@ -25,6 +25,7 @@ import (
 
 	"github.com/tailcause/tailcause/enrich"
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/promexpo"
 	"github.com/tailcause/tailcause/internal/testkit"
@@ -340,7 +341,7 @@ func checkCollectorPath(t *testing.T, st *chstore.Store, handlers []*promexpo.Ha
 func TestCollectorKafkaEndToEnd(t *testing.T) {
 	bin := otelcolBinary(t)
 	kafkaAddr := testkit.Kafka(t)
-	st := openTestStore(t)
+	st := chstoretest.Fresh(t)
 	spans, metrics, logs := testkit.FreshTopic(t, kafkaAddr, 3), testkit.FreshTopic(t, kafkaAddr, 2), testkit.FreshTopic(t, kafkaAddr, 1)
 
 	ec := enrich.DefaultConfig()

@@ -16,30 +16,13 @@ import (
 
 	"github.com/tailcause/tailcause/enrich"
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
 
 func testEnv(t *testing.T) *env {
 	return &env{stdout: io.Discard, stderr: io.Discard, log: slog.New(slog.DiscardHandler), getenv: func(string) string { return "" }}
-}
-
-func openTestStore(t *testing.T) *chstore.Store {
-	t.Helper()
-	addr := testkit.ClickHouse(t)
-	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, testkit.FreshDatabase(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 func countRows(t *testing.T, st *chstore.Store, q string) uint64 {
@@ -56,7 +39,7 @@ func countRows(t *testing.T, st *chstore.Store, q string) uint64 {
 func startTestPipeline(t *testing.T, token string) (*pipeline, *chstore.Store) {
 	t.Helper()
 	kafkaAddr := testkit.Kafka(t)
-	st := openTestStore(t)
+	st := chstoretest.Fresh(t)
 	ec := enrich.DefaultConfig()
 	ec.IdleFlush, ec.BatchWait, ec.CommitInterval = time.Second, 200*time.Millisecond, 200*time.Millisecond
 	spans := testkit.FreshTopic(t, kafkaAddr, 3)

@@ -17,7 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/testkit"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // fakeStore is for tests that never reach the store.
@@ -39,25 +39,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
-}
-
-func openStore(t *testing.T) *chstore.Store {
-	t.Helper()
-	addr := testkit.ClickHouse(t)
-	db := testkit.FreshDatabase(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, db
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return st
 }
 
 // receiverLog is a webhook receiver whose behaviour the test scripts: it
@@ -191,7 +172,7 @@ func states(t *testing.T, st *chstore.Store) map[string]string {
 // out, then recovers gets every event, once per delivery id, with valid
 // signatures; a second (Slack) receiver that works gets them too.
 func TestDeliveryThroughOutages(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	flaky, flakyHS := newReceiver(t, "s3cret", clk.Now, "500", "500", "500", "timeout", "timeout", "200")
 	slack, slackHS := newReceiver(t, "", clk.Now, "200")
@@ -278,7 +259,7 @@ func TestDeliveryThroughOutages(t *testing.T) {
 // never tried, or failed and waiting for a retry) a new dispatcher on the
 // same database delivers.
 func TestDispatcherRestart(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	down, downHS := newReceiver(t, "s3cret", clk.Now, "503")
 	_ = down
@@ -312,7 +293,7 @@ func TestDispatcherRestart(t *testing.T) {
 // TestPermanentFailureAndGiveUp: a 4xx is not retried; a receiver that
 // keeps failing is given up after max_attempts; both are recorded failed.
 func TestPermanentFailureAndGiveUp(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	bad, badHS := newReceiver(t, "", clk.Now, "400")
 	dead, deadHS := newReceiver(t, "", clk.Now, "500")
@@ -336,7 +317,7 @@ func TestPermanentFailureAndGiveUp(t *testing.T) {
 
 // TestGrouping: one incident pages once per event.
 func TestGrouping(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	cfg := testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"})
 	d := newTestDispatcher(t, st, cfg, clk, 1)
@@ -376,7 +357,7 @@ func TestGrouping(t *testing.T) {
 // TestRun: the loop delivers what Enqueue adds, promptly, and stops with
 // its context.
 func TestRun(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	rcv, hs := newReceiver(t, "", time.Now, "200")
 	cfg := testConfig(Receiver{Name: "pager", URL: hs.URL})
 	cfg.PollInterval = Duration(time.Minute) // only Enqueue's wake-up can make it prompt

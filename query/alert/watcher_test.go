@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
 // TestWatcher derives the events from incident versions as the causal
 // stage writes them, and a second scan (or a restarted watcher) adds nothing.
 func TestWatcher(t *testing.T) {
-	st := openStore(t)
+	st := chstoretest.Fresh(t)
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := &clock{t: now}
 	tbl := chstore.Table{Name: "incidents", Columns: []string{"incident_id", "version", "status", "opened_at", "updated_at", "resolved_at", "top_cause", "payload"}}

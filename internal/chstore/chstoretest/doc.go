@@ -1,0 +1,4 @@
+// Package chstoretest opens chstore stores for tests: a fresh, migrated
+// database on the test ClickHouse (testkit.ClickHouse), closed when the test
+// ends.
+package chstoretest
