@@ -167,16 +167,17 @@ func newSynthGen(s synthScenario) *synthGen {
 // total is the number of rows the scenario generates.
 func (g *synthGen) total() int { return g.n }
 
-func (g *synthGen) active(f synthFault, off time.Duration) bool {
+// active reports whether fault f acts at offset off of the scenario.
+func (s synthScenario) active(f synthFault, off time.Duration) bool {
 	from, to := f.From, f.To
 	if from == 0 {
-		from = g.s.FaultFrom
+		from = s.FaultFrom
 	}
 	if to == 0 {
-		to = g.s.FaultTo
+		to = s.FaultTo
 	}
 	if to == 0 {
-		to = g.s.Duration + time.Hour
+		to = s.Duration + time.Hour
 	}
 	return off >= from && off < to
 }
@@ -219,7 +220,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		h, gi := rng.IntN(s.Hosts), rng.IntN(s.GPUs)
 		busy := 1.0
 		for _, f := range s.Faults {
-			if f.Kind != "surge" || !g.active(f, off) {
+			if f.Kind != "surge" || !s.active(f, off) {
 				continue
 			}
 			share := f.Factor
@@ -245,7 +246,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		dram := 0.4 + 0.05*rng.NormFloat64()
 		kvFault, degraded := false, 1.0
 		for _, f := range s.Faults {
-			if !g.active(f, off) {
+			if !s.active(f, off) {
 				continue
 			}
 			on := f.Host == h && f.GPU == gi
@@ -421,7 +422,6 @@ func tpGPUs(h int) []string {
 // gpuName(h, 0) while a thermal fault on it is active, 0 otherwise.
 func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) error {
 	s = s.withDefaults()
-	g := newSynthGen(s)
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO gpu_samples (host, gpu, gpu_index, pod, namespace, metric, time_ns, time, value)")
 	if err != nil {
 		return err
@@ -431,7 +431,7 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 		for k, gpu := range tpGPUs(s.TPHost) {
 			v := 0.0
 			for _, f := range s.Faults {
-				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && k == 0 && g.active(f, off) {
+				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && k == 0 && s.active(f, off) {
 					v = 0x20
 				}
 			}

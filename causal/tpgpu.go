@@ -83,7 +83,7 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteS
 	}
 	what := fmt.Sprintf("GPU samples of engine %s (%d GPUs; its requests run on all of them): %s of %s averages %s on %s in the window vs %s in the baseline; its %d peers at most %s",
 		best.key, len(gs), sp.Expr, strings.Join(sp.Metrics, ", "), fmtNum(top.win), top.gpu, fmtNum(top.base), len(gs)-1, fmtNum(peerMax))
-	if !(top.rise > 0 && next.rise <= top.rise/2) || math.IsNaN(top.rise) {
+	if !(top.rise > 0 && next.rise <= top.rise/2) {
 		c.cand.Evidence = append(c.cand.Evidence, what+": no single GPU carries it")
 		return nil
 	}
