@@ -136,7 +136,8 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 	defer dlq.Close()
 
 	spanIn := make(chan spanRec, 64)
-	metricIn := make(chan []normalize.Sample, 64)
+	metricIn := make(chan metricRec, 64)
+	var spanTime atomic.Uint64 // the join's span time, for the metric readers' pause
 	sinkIn := make(chan sinkItem, 16)
 	tracker := &lockedTracker{t: newOffsetTracker()}
 
@@ -180,13 +181,13 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 		case <-fetchCtx.Done():
 			return
 		}
-		p.broadcastMetrics(fetchCtx, t0.Add(-p.cfg.MetricsLookback), metricIn)
+		p.broadcastMetrics(fetchCtx, t0.Add(-p.cfg.MetricsLookback), &spanTime, metricIn)
 	}()
 
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- p.sink(ctx, sinkIn, dlq, tracker, reader) }()
 
-	joinErr := p.joinLoop(ctx, spanIn, metricIn, sinkIn, tracker)
+	joinErr := p.joinLoop(ctx, spanIn, metricIn, &spanTime, sinkIn, tracker)
 	stopFetch()
 	close(sinkIn)
 	wg.Wait()
@@ -208,69 +209,6 @@ func (p *Pipeline) dlqWriter() *kafka.Writer {
 	}
 }
 
-// broadcastMetrics reads every partition of the metric topic (no group:
-// every enricher instance sees every sample) from time `from`.
-func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, out chan<- []normalize.Sample) {
-	var parts []kafka.Partition
-	for {
-		var err error
-		parts, err = lookupPartitions(ctx, p.cfg.Brokers, p.cfg.MetricsTopic)
-		if err == nil && len(parts) > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		p.log.Warn("look up metric partitions", "topic", p.cfg.MetricsTopic, "err", err)
-		sleepCtx(ctx, time.Second)
-	}
-	var wg sync.WaitGroup
-	for _, part := range parts {
-		wg.Add(1)
-		go func(part int) {
-			defer wg.Done()
-			r := kafka.NewReader(kafka.ReaderConfig{
-				Brokers: p.cfg.Brokers, Topic: p.cfg.MetricsTopic, Partition: part,
-				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond,
-				ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: time.Second,
-			})
-			defer r.Close()
-			for {
-				if err := r.SetOffsetAt(ctx, from); err == nil {
-					break
-				} else if ctx.Err() != nil {
-					return
-				} else {
-					p.log.Warn("seek metric partition", "partition", part, "err", err)
-					sleepCtx(ctx, time.Second)
-				}
-			}
-			for {
-				m, err := r.FetchMessage(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					p.log.Warn("fetch metric record", "partition", part, "err", err)
-					sleepCtx(ctx, time.Second)
-					continue
-				}
-				p.C.MetricRecords.Add(1)
-				b, err := p.decodeMetrics(m.Value)
-				if err != nil || len(b.Samples) == 0 {
-					continue // rejects are recorded once, by the samples group
-				}
-				select {
-				case out <- b.Samples:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}(part.ID)
-	}
-	wg.Wait()
-}
-
 func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
 	var last error
 	for _, b := range brokers {
@@ -284,7 +222,7 @@ func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]ka
 }
 
 // joinLoop owns the joiner.
-func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn <-chan []normalize.Sample, sinkIn chan<- sinkItem, tracker *lockedTracker) error {
+func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn <-chan metricRec, spanTime *atomic.Uint64, sinkIn chan<- sinkItem, tracker *lockedTracker) error {
 	j, err := join.New(p.cfg.Join)
 	if err != nil {
 		return err
@@ -293,7 +231,8 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	lastInput := p.now()
-	ahead := uint64(p.cfg.MetricsAhead)
+	var marks partitionMarks
+	j.SetMetricHold(marks.hold()) // nothing is complete before the readers report
 	var pendingItem sinkItem
 	send := func() bool {
 		if len(pendingItem.outs) == 0 && len(pendingItem.done) == 0 && len(pendingItem.rejects) == 0 {
@@ -308,12 +247,9 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 		}
 	}
 	for {
-		spanC, metC := spanIn, metricIn
+		spanC := spanIn
 		if j.Pending() >= p.cfg.Join.MaxPending {
 			spanC = nil // backpressure: the join must drain first
-		}
-		if st := j.SpanTime(); st == 0 || j.MetricTime() > st+ahead {
-			metC = nil // metrics must not run far ahead of the spans
 		}
 		select {
 		case <-ctx.Done():
@@ -333,9 +269,16 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 			}
 			p.C.IgnoredSpans.Add(int64(sumIgnored(rec.batch.Ignored)))
 			j.AddSpans(&rec.batch, ref)
-		case s := <-metC:
-			lastInput = p.now()
-			j.AddSamples(s)
+			spanTime.Store(j.SpanTime())
+		case m := <-metricIn:
+			if len(m.samples) > 0 {
+				// A record without samples (a scrape's own up/duration
+				// series) is progress, not input: the idle flush still fires.
+				lastInput = p.now()
+			}
+			j.AddSamples(m.samples)
+			marks.update(m)
+			j.SetMetricHold(marks.hold())
 		case <-tick.C:
 			idle := p.now().Sub(lastInput) >= p.cfg.IdleFlush
 			outs := j.Emit(idle)

@@ -141,9 +141,12 @@ type Joiner struct {
 	cache     *ristretto.Cache[string, placementResult]
 	spanTime  uint64 // newest request end seen
 	metricMax uint64 // newest sample time seen
-	released  []Ref
-	emits     int // Emit calls, to space out gc
-	stats     Stats
+	// metricHold: metric data up to here has been delivered; past it, a
+	// metric partition still holds records (SetMetricHold).
+	metricHold uint64
+	released   []Ref
+	emits      int // Emit calls, to space out gc
+	stats      Stats
 }
 
 // New builds a Joiner.
@@ -160,14 +163,15 @@ func New(cfg Config) (*Joiner, error) {
 		return nil, fmt.Errorf("build placement cache: %w", err)
 	}
 	return &Joiner{
-		cfg:      cfg,
-		hosts:    map[string]*hostState{},
-		pending:  map[string]*reqHeap{},
-		seen:     map[string]uint64{},
-		holds:    map[Ref]int{},
-		traces:   map[string]*traceBuf{},
-		counters: normalize.NewCounters(cfg.MaxCounterSeries),
-		cache:    cache,
+		cfg:        cfg,
+		hosts:      map[string]*hostState{},
+		pending:    map[string]*reqHeap{},
+		seen:       map[string]uint64{},
+		holds:      map[Ref]int{},
+		traces:     map[string]*traceBuf{},
+		counters:   normalize.NewCounters(cfg.MaxCounterSeries),
+		cache:      cache,
+		metricHold: math.MaxUint64,
 	}, nil
 }
 
@@ -176,6 +180,16 @@ func (j *Joiner) Close() { j.cache.Close() }
 
 // StreamTime is the newest event time seen on any input.
 func (j *Joiner) StreamTime() uint64 { return max(j.spanTime, j.metricMax) }
+
+// SetMetricHold tells the join how far the metric input is known to be
+// complete: some metric partition that still holds unread records has
+// delivered samples only up to t (math.MaxUint64: none lags). A request
+// ending after t waits, whatever its host's series say: the host's other
+// families may sit in that partition (a host whose GPU family was not seen
+// yet would otherwise be joined without GPUs). The wait ends when the span
+// stream has passed the request's end by MaxWait, so a stuck partition
+// cannot stall the join.
+func (j *Joiner) SetMetricHold(t uint64) { j.metricHold = t }
 
 // SpanTime is the newest request end time seen.
 func (j *Joiner) SpanTime() uint64 { return j.spanTime }
@@ -318,12 +332,16 @@ func (j *Joiner) Released() []Ref {
 	return r
 }
 
-// ready reports whether a request can be emitted: the metric streams of
-// its host, and the series of its own engine and GPUs, have passed its end
-// (passedFor), and the span stream has passed its end by the step grace;
-// or the stream time has passed its end by MaxWait.
+// ready reports whether a request can be emitted: no metric partition
+// holding unread records lags behind its end (SetMetricHold), the metric
+// streams of its host and the series of its own engine and GPUs have
+// passed its end (passedFor), and the span stream has passed its end by
+// the step grace; or the stream time has passed its end by MaxWait.
 func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
 	end := p.req.EndNs
+	if end > j.metricHold && j.spanTime < end+uint64(j.cfg.MaxWait) {
+		return false, false // a metric partition has not delivered up to its end
+	}
 	if j.StreamTime() >= end+uint64(j.cfg.MaxWait) {
 		h := j.hosts[p.host]
 		return true, h == nil || !h.passed(end)

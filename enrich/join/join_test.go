@@ -311,3 +311,53 @@ func TestJoinWaitsForItsOwnEngine(t *testing.T) {
 		t.Errorf("prompt tps %v (age %v ms) vs %v in the other delivery order", got.Row.EnginePromptTPS, got.Row.EngineTPSAgeMs, want.Row.EnginePromptTPS)
 	}
 }
+
+// A host whose GPU family sits in a metric partition not read yet looks,
+// to the host's series, like a host without GPUs: the metric hold keeps
+// the request until that partition delivers, and gives way after MaxWait
+// of span time.
+func TestJoinMetricHold(t *testing.T) {
+	b := base()
+	engine := []normalize.Sample{
+		engineSample(normalize.MetricRunning, normalize.Gauge, b, 1),
+		engineSample(normalize.MetricRunning, normalize.Gauge, b+30*sec, 1),
+	}
+	spans := func(j *Joiner) {
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r1", b+5*sec, b+10*sec), request("r2", b+20*sec, b+28*sec)}}, Ref{0, 1})
+	}
+
+	j := newJoiner(t)
+	j.AddSamples(engine)
+	spans(j)
+	if out := j.Emit(false); len(out) != 1 || out[0].Row.UID != "r1" || out[0].Row.GPUMatch != "none" {
+		t.Fatalf("without a hold the engine family alone releases r1 (no GPU): %d rows", len(out))
+	}
+
+	j = newJoiner(t)
+	j.SetMetricHold(0) // the GPU partition has delivered nothing yet
+	j.AddSamples(engine)
+	spans(j)
+	if out := j.Emit(false); len(out) != 0 {
+		t.Fatalf("emitted %d rows while a metric partition holding records had delivered nothing", len(out))
+	}
+	j.AddSamples([]normalize.Sample{gpuSample(normalize.MetricSMClock, b, 1500), gpuSample(normalize.MetricSMClock, b+30*sec, 1980)})
+	j.SetMetricHold(b + 30*sec)
+	out := j.Emit(false)
+	if len(out) != 1 || out[0].Row.UID != "r1" || out[0].Row.GPUMatch != "pod" {
+		t.Fatalf("after the GPU partition delivered, want r1 joined with its GPU: %d rows %+v", len(out), out)
+	}
+	near(t, "sm_clock_min", out[0].Row.SMClockMinMHz, 1500)
+
+	// A partition stuck behind r2's end holds it only until the span
+	// stream is MaxWait past it.
+	j.SetMetricHold(b + 20*sec)
+	j.AddSamples([]normalize.Sample{engineSample(normalize.MetricRunning, normalize.Gauge, b+60*sec, 1), gpuSample(normalize.MetricSMClock, b+60*sec, 1980)})
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r3", b+100*sec, b+140*sec)}}, Ref{0, 2})
+	if out := j.Emit(false); len(out) != 0 {
+		t.Fatalf("emitted %d rows past a held partition before MaxWait", len(out))
+	}
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r4", b+140*sec, b+148*sec)}}, Ref{0, 3})
+	if out := j.Emit(false); len(out) != 1 || out[0].Row.UID != "r2" {
+		t.Fatalf("want r2 once span time passed its end by MaxWait, got %d rows", len(out))
+	}
+}
