@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
@@ -26,11 +29,38 @@ func benchData(b *testing.B, n int) (*Analyzer, Request) {
 		b.Fatal(err)
 	}
 	b.Logf("inserted %d requests in %v (%.0f rows/s, batches of 100k)", got, time.Since(t0).Round(time.Millisecond), float64(got)/time.Since(t0).Seconds())
-	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	a, err := NewAnalyzer(&loggedDB{DB: StoreDB(st), st: st}, DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	return a, Request{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)}
+}
+
+// loggedDB runs every query with log_queries and its own query id, so the
+// server's memory per query can be read back from system.query_log.
+type loggedDB struct {
+	DB
+	st     *chstore.Store
+	prefix string
+	n      int
+}
+
+func (l *loggedDB) Query(ctx context.Context, q string) (Rows, error) {
+	l.n++
+	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(fmt.Sprintf("%s-%d", l.prefix, l.n)),
+		clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1}))
+	return l.DB.Query(ctx, q)
+}
+
+// serverCost is the peak memory of one query and the rows read, over the
+// queries run since prefix was set.
+func (l *loggedDB) serverCost(ctx context.Context) (peakBytes, readRows uint64, err error) {
+	if err := l.st.Conn().Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		return 0, 0, err
+	}
+	err = l.st.Conn().QueryRow(ctx, "SELECT toUInt64(max(memory_usage)), toUInt64(sum(read_rows)) FROM system.query_log WHERE type = 2 AND startsWith(query_id, ?)",
+		l.prefix+"-").Scan(&peakBytes, &readRows)
+	return peakBytes, readRows, err
 }
 
 func runBench(b *testing.B, a *Analyzer, req Request) {
@@ -38,6 +68,10 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.ReportAllocs()
 	var an *Analysis
 	var err error
+	ldb, _ := a.db.(*loggedDB)
+	if ldb != nil {
+		ldb.prefix, ldb.n = fmt.Sprintf("bench-%d", time.Now().UnixNano()), 0
+	}
 	for b.Loop() {
 		if an, err = a.Analyze(context.Background(), req); err != nil {
 			b.Fatal(err)
@@ -52,6 +86,14 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.ReportMetric(float64(an.Queries), "queries/op")
 	b.ReportMetric(float64(estimated), "causes/op")
 	b.ReportMetric(float64(an.Incident.Requests), "window-requests")
+	if ldb != nil {
+		peak, read, err := ldb.serverCost(context.Background())
+		if err != nil {
+			b.Fatalf("read the query log: %v", err)
+		}
+		b.ReportMetric(float64(peak)/(1<<20), "server-peak-MiB")
+		b.ReportMetric(float64(read)/float64(b.N), "server-rows-read/op")
+	}
 	if len(an.Incident.Culprits) > 0 {
 		b.Logf("top culprit %s %s AF %.2f; %d queries, %v in ClickHouse", an.Incident.Culprits[0].Cause, EntityString(an.Incident.Culprits[0].Entity), an.Incident.Culprits[0].AttributableFraction, an.Queries, an.QueryTime.Round(time.Millisecond))
 	}
