@@ -253,6 +253,31 @@ func TestAnalyzeDegraded(t *testing.T) {
 	}
 }
 
+// A whole slow host (both of its engines slowed alike): one
+// entity.degraded culprit on the host, not one per engine, and no engine
+// of it examined alone. (TestAnalyzeDegraded: one slow engine on a host
+// stays an engine culprit.)
+func TestAnalyzeDegradedHost(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 11, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 0}, {Kind: "degraded", Host: 2, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, CauseEntityDegraded, Entity{Host: hostName(2)}, 0.5)
+	top := an.Incident.Culprits[0]
+	if ev := strings.Join(top.Evidence, "\n"); !strings.Contains(ev, "its 2 engines share the excess tail") || !strings.Contains(ev, "health of "+hostName(2)) {
+		t.Errorf("evidence %q", top.Evidence)
+	}
+	for _, c := range an.Candidates {
+		if c.Cause == CauseEntityDegraded && c.Entity.Host == hostName(2) && c.Entity.Pod != "" {
+			t.Errorf("an engine of the slow host examined alone: %+v", c.Entity)
+		}
+	}
+	for _, c := range an.Incident.Culprits[1:] {
+		if c.Cause == CauseEntityDegraded {
+			t.Errorf("a second entity.degraded culprit %+v", c.Entity)
+		}
+	}
+}
+
 // A thermal throttle on one GPU of a tensor-parallel engine: the request
 // rows name no GPU (they ran on all four), the engine's GPU samples show
 // which one throttles, and the culprit names it.

@@ -13,6 +13,7 @@ import (
 const (
 	kindEngine   = "engine"   // engine state: host/engine/pod/model
 	kindGPU      = "gpu"      // hardware: host/gpu
+	kindHost     = "host"     // a whole host (entity.degraded only)
 	kindWorkload = "workload" // request shape: the scope (model/service)
 )
 
@@ -26,7 +27,7 @@ type causeRun struct {
 	exposed    string // SQL boolean: the request is affected (exposure, or level above elevated)
 	label      string // readable form of exposed
 	elevated   float64
-	entityKey  string // localized engine/gpu key, "" for the scope
+	entityKey  string // localized engine/gpu (or degraded host) key, "" for the scope
 	pidx       int    // index in placementRow.exp / entityStats.exp
 	split      bool   // a per-entity share of a cause spread over entities
 	col        int    // index in r.causes and topRow.vals (-1: degraded)
@@ -722,8 +723,11 @@ func (r *run) deltaRows(c *causeRun) []LatencyDelta {
 }
 
 func (r *run) onEntity(t topRow, c *causeRun) bool {
-	if c.kind == kindGPU {
+	switch c.kind {
+	case kindGPU:
 		return t.gpu == c.entityKey
+	case kindHost:
+		return t.host == c.entityKey
 	}
 	return t.engine == c.entityKey
 }

@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -160,7 +161,7 @@ func subStats(s *SuffStats, keep []int) *SuffStats {
 // entity with at least MinEntityRows pooled rows, largest first, the
 // largest (the reference) left out, at most MaxEntities. exclude is left
 // out as well (the caller adds its own column).
-func (r *run) fixedEffects(n Node, exclude string) (Factor, error) {
+func (r *run) fixedEffects(n Node, exclude ...string) (Factor, error) {
 	set, ok := r.entitySet(n)
 	if !ok {
 		return Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
@@ -182,7 +183,7 @@ func (r *run) fixedEffects(n Node, exclude string) (Factor, error) {
 	ref := false
 	for _, e := range ents {
 		switch {
-		case e.key == exclude:
+		case slices.Contains(exclude, e.key):
 		case !ref:
 			ref = true
 		default:
@@ -219,7 +220,7 @@ func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []
 	for _, z := range adjust {
 		n, _ := r.a.dag.Node(z)
 		if n.Categorical {
-			f, err := r.fixedEffects(n, "")
+			f, err := r.fixedEffects(n)
 			if err != nil {
 				return nil, nil, nil, nil, err
 			}
@@ -331,16 +332,25 @@ func (r *run) examineDegraded() error {
 	engNode, okE := r.a.dag.Node("engine")
 	gpuNode, okG := r.a.dag.Node("gpu")
 	type cand struct {
-		node Node
-		es   *entityStats
+		node    Node
+		es      *entityStats
+		kind    string
+		engines []string   // a host's engines (kindHost)
+		shares  [2]float64 // a host's two largest engine shares of its excess tail
 	}
 	var cands []cand
 	engCand := map[string]bool{}
 	if okE && engNode.Categorical {
+		for _, h := range r.degradedHosts() {
+			cands = append(cands, cand{node: engNode, es: h.es, kind: kindHost, engines: h.engines, shares: [2]float64{h.largest, h.second}})
+			for _, k := range h.engines {
+				engCand[k] = true // examined as part of the host
+			}
+		}
 		for _, k := range sortedKeys(r.engines) {
 			es := r.engines[k]
-			if es.healthOK && es.health < r.cfg.DegradedHealth && es.nw >= float64(r.cfg.MinEntityRows) {
-				cands = append(cands, cand{engNode, es})
+			if !engCand[k] && es.healthOK && es.health < r.cfg.DegradedHealth && es.nw >= float64(r.cfg.MinEntityRows) {
+				cands = append(cands, cand{node: engNode, es: es, kind: kindEngine})
 				engCand[k] = true
 			}
 		}
@@ -352,33 +362,35 @@ func (r *run) examineDegraded() error {
 				continue
 			}
 			if engCand[dominant(es.engines)] {
-				continue // the same requests as an engine candidate
+				continue // the same requests as an engine (or host) candidate
 			}
-			cands = append(cands, cand{gpuNode, es})
+			cands = append(cands, cand{node: gpuNode, es: es, kind: kindGPU})
 		}
 	}
 	for _, cd := range cands {
 		n := cd.node
-		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: kindEngine, col: -1}
-		if n.Name == "gpu" {
-			c.kind = kindGPU
-		}
+		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: cd.kind, col: -1}
 		c.cand = Candidate{Cause: CauseEntityDegraded, Node: n.Name}
 		r.degraded = append(r.degraded, c)
-		ind := n.Indicator(cd.es.key)
+		// A host is one indicator against the engine fixed effects of the
+		// other hosts' engines: the shared effect of its engines.
+		ind, label, exclude := n.Indicator(cd.es.key), n.Name+"="+cd.es.key, []string{cd.es.key}
+		if cd.kind == kindHost {
+			ind, label, exclude = "toFloat64(host = "+QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.engines
+		}
 		regs := []string{"1"}
 		names := []string{"intercept"}
 		var adjusted []string
 		if r.base != nil {
 			w := r.inWin01()
 			regs = append(regs, ind+" * "+w, w, ind)
-			names = append(names, n.Name+"="+cd.es.key+"×window", "window", n.Name+"="+cd.es.key)
+			names = append(names, label+"×window", "window", label)
 			adjusted = append(adjusted, "window")
 		} else {
 			regs = append(regs, ind)
-			names = append(names, n.Name+"="+cd.es.key)
+			names = append(names, label)
 		}
-		fe, err := r.fixedEffects(n, cd.es.key)
+		fe, err := r.fixedEffects(n, exclude...)
 		if err != nil {
 			c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
 			continue
@@ -417,8 +429,65 @@ func (r *run) examineDegraded() error {
 			return err
 		}
 		r.describeDegraded(c, cd.es, mechNames)
+		if cd.kind == kindHost {
+			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("its %d engines share the excess tail over the other hosts' rate (the two largest %.0f%% and %.0f%%): the host, not one engine, is slow",
+				len(cd.engines), 100*cd.shares[0], 100*cd.shares[1]))
+		}
 	}
 	return r.ensureCounterfactuals()
+}
+
+// degradedHost is a host examined as one entity (examineDegraded).
+type degradedHost struct {
+	es              *entityStats
+	engines         []string // its engines in the scope (engine keys)
+	largest, second float64  // the two largest engine shares of its excess window tail
+}
+
+// degradedHosts are the hosts to examine as a whole: unhealthy against the
+// other hosts, with at least two engines in the scope that share its
+// excess tail (window tail beyond the other hosts' rate): the second
+// largest share at least half the largest. Several slow engines on one
+// host also mask one another in the engine scores (each one's peers
+// include the others), so a slow host must be seen at the host level; a
+// host with one slow engine stays an engine matter.
+func (r *run) degradedHosts() []degradedHost {
+	var out []degradedHost
+	for _, h := range sortedKeys(r.hosts) {
+		es := r.hosts[h]
+		if h == "" || !es.healthOK || es.health >= r.cfg.DegradedHealth || es.nw < float64(r.cfg.MinEntityRows) {
+			continue
+		}
+		var engines []string
+		var otherTail, otherN float64
+		for _, k := range sortedKeys(r.engines) {
+			e := r.engines[k]
+			switch {
+			case e.host != h:
+				otherTail, otherN = otherTail+e.nwTail, otherN+e.nw
+			case e.nw >= float64(r.cfg.MinEntityRows):
+				engines = append(engines, k)
+			}
+		}
+		if len(engines) < 2 || otherN == 0 {
+			continue
+		}
+		rate := otherTail / otherN
+		var total float64
+		excess := make([]float64, 0, len(engines))
+		for _, k := range engines {
+			e := r.engines[k]
+			x := max(0, e.nwTail-e.nw*rate)
+			total += x
+			excess = append(excess, x)
+		}
+		slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
+		if total <= 0 || excess[1] < excess[0]/2 {
+			continue
+		}
+		out = append(out, degradedHost{es: es, engines: engines, largest: excess[0] / total, second: excess[1] / total})
+	}
+	return out
 }
 
 func dominant(m map[string]float64) string {
@@ -592,8 +661,11 @@ func (r *run) healthEvidence(es *entityStats, set map[string]*entityStats) strin
 func (r *run) entityOf(c *causeRun, set map[string]*entityStats) Entity {
 	if c.entityKey != "" {
 		es := set[c.entityKey]
-		if c.kind == kindGPU {
+		switch c.kind {
+		case kindGPU:
 			return Entity{Host: es.host, GPU: es.gpu}
+		case kindHost:
+			return Entity{Host: es.key}
 		}
 		e := Entity{Host: es.host, Engine: es.engine, Pod: es.pod, Model: es.model}
 		var tot float64
@@ -682,8 +754,11 @@ func (r *run) exemplars(c *causeRun) []string {
 
 func (r *run) describeDegraded(c *causeRun, es *entityStats, mechs []string) {
 	set := r.engines
-	if c.kind == kindGPU {
+	switch c.kind {
+	case kindGPU:
 		set = r.gpus
+	case kindHost:
+		set = r.hosts
 	}
 	c.cand.Entity = r.entityOf(c, set)
 	c.cand.Health = es.health

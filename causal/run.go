@@ -522,7 +522,8 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     others.
 //   - entity.degraded ("slow and no measured mechanism explains it") ranks
 //     below every measured mechanism that is a culprit on the same engine
-//     or GPU: that mechanism explains at least part of it.
+//     or GPU, or on any engine or GPU of a degraded host: that mechanism
+//     explains at least part of it.
 //
 // Ranks are renumbered; the order is otherwise kept.
 func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
@@ -543,9 +544,11 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		k := cand(c)
 		nodes[i], symptom[i] = k.Node, k.Symptom
 	}
-	localized := func(e Entity) bool { return e.Pod != "" || e.GPU != "" || e.Engine != "" }
+	localized := func(e Entity) bool { return e.Pod != "" || e.GPU != "" || e.Engine != "" || e.Host != "" }
+	hostOnly := func(e Entity) bool { return e.Host != "" && e.Pod == "" && e.GPU == "" && e.Engine == "" }
 	overlaps := func(a, b Entity) bool {
-		return (a.Pod != "" && a.Pod == b.Pod) || (a.GPU != "" && a.GPU == b.GPU) || (a.Engine != "" && a.Host != "" && a.Host == b.Host && a.Engine == b.Engine && a.Pod == b.Pod)
+		return (a.Pod != "" && a.Pod == b.Pod) || (a.GPU != "" && a.GPU == b.GPU) || (a.Engine != "" && a.Host != "" && a.Host == b.Host && a.Engine == b.Engine && a.Pod == b.Pod) ||
+			((hostOnly(a) || hostOnly(b)) && a.Host == b.Host) // a whole host holds its engines and GPUs
 	}
 	workload := func(c Culprit) bool { return strings.HasPrefix(string(c.Cause), "workload.") }
 	// sameReach: both act on the whole scope, or on one and the same

@@ -173,7 +173,12 @@ func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint6
 	}
 	faultModel := ""
 	if len(truth.Faults) > 0 {
-		faultModel = truth.Faults[0].Entity.Model
+		// A host fault names no model: rank the model its engines serve.
+		f := truth.Faults[0]
+		faultModel = f.Entity.Model
+		if faultModel == "" && len(f.Affected) > 0 {
+			faultModel = f.Affected[0].Model
+		}
 	}
 	window := rankWindow(truth)
 	for _, ms := range truth.Stats.Models {

@@ -315,6 +315,22 @@ func TestFaultSignatures(t *testing.T) {
 				}
 			}
 		}}},
+		{"host_degraded", []check{func(t *testing.T, c *capture, tr *Truth, _, _ string) {
+			// Every engine of the host slows (node-1's are bystanders below).
+			slow := map[string]bool{}
+			for _, a := range tr.Faults[0].Affected {
+				slow[a.Pod] = true
+				if a.Host != "node-2" {
+					t.Errorf("affected %s on %s, want node-2", a.Pod, a.Host)
+				}
+				if r := tpotRatio(c, a.Pod); r < 1.3 {
+					t.Errorf("%s: TPOT ×%.2f, want ≥ ×1.3", a.Pod, r)
+				}
+			}
+			if len(slow) != 4 {
+				t.Errorf("%d engines affected, want node-2's 4", len(slow))
+			}
+		}}},
 		{"prefill_interference", []check{func(t *testing.T, c *capture, _ *Truth, pod, _ string) {
 			b := quantile(field(c.window(pod, before[0], before[1]), reqRec.tpot), 0.99)
 			d := quantile(field(c.window(pod, during[0], during[1]), reqRec.tpot), 0.99)
@@ -403,8 +419,12 @@ func TestFaultSignatures(t *testing.T) {
 			if f.Entity.Model != "" && f.Entity.Pod == "" {
 				return
 			}
+			affected := map[string]bool{}
+			for _, a := range f.Affected {
+				affected[a.Pod] = true
+			}
 			for _, e := range tr.Fleet.Engines {
-				if e.Pod == pod || e.Model != "llama-3.1-8b" {
+				if e.Pod == pod || affected[e.Pod] || e.Model != "llama-3.1-8b" {
 					continue
 				}
 				if r := tpotRatio(c, e.Pod); r > 1.12 {
