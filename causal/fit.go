@@ -332,17 +332,16 @@ func (r *run) examineDegraded() error {
 	engNode, okE := r.a.dag.Node("engine")
 	gpuNode, okG := r.a.dag.Node("gpu")
 	type cand struct {
-		node    Node
-		es      *entityStats
-		kind    string
-		engines []string   // a host's engines (kindHost)
-		shares  [2]float64 // a host's two largest engine shares of its excess tail
+		node Node
+		es   *entityStats
+		kind string
+		host *degradedHost // kindHost
 	}
 	var cands []cand
 	engCand := map[string]bool{}
 	if okE && engNode.Categorical {
 		for _, h := range r.degradedHosts() {
-			cands = append(cands, cand{node: engNode, es: h.es, kind: kindHost, engines: h.engines, shares: [2]float64{h.largest, h.second}})
+			cands = append(cands, cand{node: engNode, es: h.es, kind: kindHost, host: &h})
 			for _, k := range h.engines {
 				engCand[k] = true // examined as part of the host
 			}
@@ -376,7 +375,7 @@ func (r *run) examineDegraded() error {
 		// other hosts' engines: the shared effect of its engines.
 		ind, label, exclude := n.Indicator(cd.es.key), n.Name+"="+cd.es.key, []string{cd.es.key}
 		if cd.kind == kindHost {
-			ind, label, exclude = "toFloat64(host = "+QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.engines
+			ind, label, exclude = "toFloat64(host = "+QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.host.engines
 		}
 		regs := []string{"1"}
 		names := []string{"intercept"}
@@ -429,9 +428,9 @@ func (r *run) examineDegraded() error {
 			return err
 		}
 		r.describeDegraded(c, cd.es, mechNames)
-		if cd.kind == kindHost {
+		if h := cd.host; h != nil {
 			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("its %d engines share the excess tail over the other hosts' rate (the two largest %.0f%% and %.0f%%): the host, not one engine, is slow",
-				len(cd.engines), 100*cd.shares[0], 100*cd.shares[1]))
+				len(h.engines), 100*h.largest, 100*h.second))
 		}
 	}
 	return r.ensureCounterfactuals()
