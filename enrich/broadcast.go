@@ -2,6 +2,7 @@ package enrich
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,18 @@ func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, spanTim
 		}()
 	}
 	wg.Wait()
+}
+
+func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
+	var last error
+	for _, b := range brokers {
+		parts, err := (&kafka.Dialer{Timeout: 5 * time.Second}).LookupPartitions(ctx, "tcp", b, topic)
+		if err == nil {
+			return parts, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("look up partitions of %s: %w", topic, last)
 }
 
 func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.Time, spanTime *atomic.Uint64, out chan<- metricRec) {

@@ -209,18 +209,6 @@ func (p *Pipeline) dlqWriter() *kafka.Writer {
 	}
 }
 
-func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
-	var last error
-	for _, b := range brokers {
-		parts, err := (&kafka.Dialer{Timeout: 5 * time.Second}).LookupPartitions(ctx, "tcp", b, topic)
-		if err == nil {
-			return parts, nil
-		}
-		last = err
-	}
-	return nil, fmt.Errorf("look up partitions of %s: %w", topic, last)
-}
-
 // joinLoop owns the joiner.
 func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn <-chan metricRec, spanTime *atomic.Uint64, sinkIn chan<- sinkItem, tracker *lockedTracker) error {
 	j, err := join.New(p.cfg.Join)

@@ -194,9 +194,6 @@ func (j *Joiner) SetMetricHold(t uint64) { j.metricHold = t }
 // SpanTime is the newest request end time seen.
 func (j *Joiner) SpanTime() uint64 { return j.spanTime }
 
-// MetricTime is the newest sample time seen.
-func (j *Joiner) MetricTime() uint64 { return j.metricMax }
-
 // Pending is the number of buffered requests.
 func (j *Joiner) Pending() int { return j.npending }
 
