@@ -125,6 +125,10 @@ func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]ka
 	return nil, fmt.Errorf("look up partitions of %s: %w", topic, last)
 }
 
+// readMetricPartition reads one partition from time `from`, handing the
+// join every record's samples with the partition's progress: first whether
+// it holds anything to read at all, then with each record whether the log
+// holds more (its high watermark).
 func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.Time, spanTime *atomic.Uint64, out chan<- metricRec) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: p.cfg.Brokers, Topic: p.cfg.MetricsTopic, Partition: part,
