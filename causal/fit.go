@@ -489,6 +489,24 @@ func (r *run) degradedHosts() []degradedHost {
 	return out
 }
 
+// mostExposed is the entity of set carrying the most affected window-tail
+// requests of cause pidx (the first in key order on a tie), nil when set
+// is empty. The "" key (no single GPU: a multi-GPU engine's rows, see
+// gpuInEngine, or unresolved placement) is never one.
+func mostExposed(set map[string]*entityStats, pidx int) *entityStats {
+	var best *entityStats
+	for _, k := range sortedKeys(set) {
+		es := set[k]
+		if k == "" {
+			continue
+		}
+		if best == nil || es.exp[pidx].wTailExp > best.exp[pidx].wTailExp {
+			best = es
+		}
+	}
+	return best
+}
+
 func dominant(m map[string]float64) string {
 	best, bn := "", -1.0
 	for _, k := range sortedKeys(m) {
@@ -511,16 +529,7 @@ func (r *run) localize(c *causeRun) {
 		set = r.gpus
 	}
 	total := c.exp.wTailExp
-	var best *entityStats
-	for _, k := range sortedKeys(set) {
-		es := set[k]
-		if k == "" {
-			continue // no single GPU: a multi-GPU engine's rows (gpuInEngine), or unresolved
-		}
-		if best == nil || es.exp[c.pidx].wTailExp > best.exp[c.pidx].wTailExp {
-			best = es
-		}
-	}
+	best := mostExposed(set, c.pidx)
 	var ev []string
 	base := "baseline requests"
 	bShare := pct(c.exp.bExp, r.baseTotal())

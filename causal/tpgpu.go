@@ -26,13 +26,7 @@ type gpuScore struct {
 // it stays on the scope, with the samples as evidence.
 func (r *run) gpuInEngine(c *causeRun) error {
 	sp := c.node.Samples
-	var best *entityStats
-	for _, k := range sortedKeys(r.engines) {
-		es := r.engines[k]
-		if best == nil || es.exp[c.pidx].wTailExp > best.exp[c.pidx].wTailExp {
-			best = es
-		}
-	}
+	best := mostExposed(r.engines, c.pidx)
 	if best == nil || c.exp.wTailExp == 0 || best.exp[c.pidx].wTailExp < r.cfg.LocalizeShare*c.exp.wTailExp || dominant(best.gpus) != "" || best.pod == "" {
 		return nil
 	}

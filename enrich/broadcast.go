@@ -26,8 +26,7 @@ type metricRec struct {
 
 // partitionMarks is the join's view of the metric partitions' progress.
 type partitionMarks struct {
-	announced bool
-	parts     map[int]*partitionMark
+	parts map[int]*partitionMark // nil before the announcement
 }
 
 type partitionMark struct {
@@ -37,7 +36,6 @@ type partitionMark struct {
 
 func (pm *partitionMarks) update(m metricRec) {
 	if m.partitions != nil {
-		pm.announced = true
 		pm.parts = make(map[int]*partitionMark, len(m.partitions))
 		for _, id := range m.partitions {
 			pm.parts[id] = &partitionMark{behind: true} // nothing read yet
@@ -59,7 +57,7 @@ func (pm *partitionMarks) update(m metricRec) {
 // records has delivered (math.MaxUint64 when none does; 0 before the
 // announcement). See join.Joiner.SetMetricHold.
 func (pm *partitionMarks) hold() uint64 {
-	if !pm.announced {
+	if pm.parts == nil {
 		return 0
 	}
 	h := uint64(math.MaxUint64)
