@@ -6,10 +6,12 @@
 //     Collector file exporter's format), for tests and offline replays.
 //   - GRPC: OTLP/gRPC through pdata's ptraceotlp/pmetricotlp clients.
 //   - HTTP: OTLP/HTTP protobuf, POST /v1/traces and /v1/metrics.
-//   - Kafka: what the Collector's kafka exporter writes: topics otlp_spans
-//     and otlp_metrics, raw Export*ServiceRequest protobuf bytes, traces split
-//     one message per trace keyed by the hex trace id, metrics one message
-//     per resource keyed by a hash of its attributes, acks from all replicas.
+//   - Kafka: what the Collector's kafka exporter writes, through the encoder
+//     and producer `tailcause ingest` uses (internal/otlpkafka,
+//     internal/kafkax): topics otlp_spans and otlp_metrics, raw
+//     Export*ServiceRequest protobuf bytes, traces split one record per trace
+//     keyed by the hex trace id, metrics one record per resource keyed by the
+//     Collector's hash of its attributes, acks from all replicas.
 //   - Multi: fans one run out to several sinks.
 //
 // The package does not import faultlab, so faultlab's tests can use it.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +23,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/otlpkafka"
 )
 
 // testTraces has two resources and three traces, interleaved.
@@ -214,64 +215,14 @@ func TestGRPC(t *testing.T) {
 	}
 }
 
-func TestTraceMessages(t *testing.T) {
-	msgs, err := sink.TraceMessages("otlp_spans", testTraces(), 1_000_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs) != 3 {
-		t.Fatalf("%d messages, want one per trace", len(msgs))
-	}
-	for i, m := range msgs {
-		want := hex.EncodeToString((&pcommon.TraceID{byte(i + 1)})[:])
-		if string(m.Key) != want || m.Topic != "otlp_spans" {
-			t.Errorf("message %d: key %q topic %q, want %q", i, m.Key, m.Topic, want)
-		}
-		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(m.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if td.SpanCount() != 2 || td.ResourceSpans().Len() != 2 {
-			t.Errorf("message %d: %d spans in %d resources", i, td.SpanCount(), td.ResourceSpans().Len())
-		}
-		for _, rs := range td.ResourceSpans().All() {
-			if rs.ScopeSpans().At(0).Scope().Name() != "vllm.llm_engine" {
-				t.Error("scope lost")
-			}
-			for _, sp := range rs.ScopeSpans().At(0).Spans().All() {
-				if sp.TraceID().String() != want {
-					t.Errorf("message %d holds trace %s", i, sp.TraceID())
-				}
-			}
-		}
-	}
-	if _, err := sink.TraceMessages("otlp_spans", testTraces(), 10); err == nil {
-		t.Error("oversized message accepted")
-	}
-}
-
-func TestMetricMessages(t *testing.T) {
-	msgs, err := sink.MetricMessages("otlp_metrics", testMetrics(), 1_000_000)
-	if err != nil || len(msgs) != 2 {
-		t.Fatalf("%d messages, %v", len(msgs), err)
-	}
-	if bytes.Equal(msgs[0].Key, msgs[1].Key) || len(msgs[0].Key) != 16 {
-		t.Errorf("keys %x %x", msgs[0].Key, msgs[1].Key)
-	}
-	a, b := pcommon.NewMap(), pcommon.NewMap()
-	a.PutStr("x", "1")
-	a.PutStr("y", "2")
-	b.PutStr("y", "2")
-	b.PutStr("x", "1")
-	if !bytes.Equal(sink.ResourceKey(a), sink.ResourceKey(b)) {
-		t.Error("resource key depends on attribute order")
-	}
-}
-
-// The Kafka sink against an in-process broker: records land on the
-// Collector's topics, one per trace, keyed by the hex trace id.
+// The Kafka sink against an in-process broker: the records on the
+// Collector's topics are exactly what otlpkafka's encoder (the one `tailcause
+// ingest` uses) makes of the same batches — one per trace keyed by the hex
+// trace id, one per resource keyed by the Collector's attribute hash — and
+// each lands on the partition the murmur2 partitioner gives its key.
 func TestKafka(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "otlp_spans", "otlp_metrics"))
+	const partitions = 3
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "otlp_spans", "otlp_metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,29 +242,69 @@ func TestKafka(t *testing.T) {
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
 	}
+
+	enc, err := otlpkafka.NewEncoder(otlpkafka.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSpans, _, err := enc.AppendTraces(nil, nil, testTraces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMetrics, _, err := enc.AppendMetrics(nil, nil, testMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wantSpans) != 3 || len(wantMetrics) != 2 {
+		t.Fatalf("encoder made %d span and %d metric records; the test data has 3 traces and 2 resources", len(wantSpans), len(wantMetrics))
+	}
+
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("otlp_spans", "otlp_metrics"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	got := map[string][]string{}
+	got := map[string][]*kgo.Record{}
 	for n := 0; n < 5; {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			t.Fatalf("consumed %d of 5 records: %v", n, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			got[r.Topic] = append(got[r.Topic], string(r.Key))
+			got[r.Topic] = append(got[r.Topic], r)
 			n++
 		})
 	}
-	if len(got["otlp_spans"]) != 3 || len(got["otlp_metrics"]) != 2 {
-		t.Fatalf("records %v", got)
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("otlp_spans")
+	for topic, want := range map[string][]kafkax.Record{"otlp_spans": wantSpans, "otlp_metrics": wantMetrics} {
+		recs := got[topic]
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d records, want %d", topic, len(recs), len(want))
+		}
+		// Records of one key keep their order; across partitions the
+		// consumer interleaves them, so match by key.
+		byKey := map[string]*kgo.Record{}
+		for _, r := range recs {
+			byKey[string(r.Key)] = r
+		}
+		for i, w := range want {
+			r := byKey[string(w.Key)]
+			if r == nil {
+				t.Errorf("%s record %d: no record with key %x", topic, i, w.Key)
+				continue
+			}
+			if !bytes.Equal(r.Value, w.Value) {
+				t.Errorf("%s record %d (key %x): value differs from otlpkafka's encoding", topic, i, w.Key)
+			}
+			if p := part.Partition(&kgo.Record{Key: w.Key}, partitions); int32(p) != r.Partition {
+				t.Errorf("%s record %d (key %x): partition %d, murmur2 gives %d", topic, i, w.Key, r.Partition, p)
+			}
+		}
 	}
-	for _, key := range got["otlp_spans"] {
-		if len(key) != 32 {
-			t.Errorf("span record key %q is not a hex trace id", key)
+	for _, r := range got["otlp_spans"] {
+		if len(r.Key) != 32 {
+			t.Errorf("span record key %q is not a hex trace id", r.Key)
 		}
 	}
 }
