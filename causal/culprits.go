@@ -39,6 +39,10 @@ type Incident struct {
 	// healthy first), culprits or not: an extra field of v1, absent when
 	// no entity was scored.
 	EntityHealth []EntityHealth `json:"entity_health,omitempty"`
+	// Breach says where the breach was found (the scope's quantile, or one
+	// engine or host far worse than its peers): an extra field of v1,
+	// absent on documents of a scoped question.
+	Breach *Where `json:"breach,omitempty"`
 	// Notes are the analyzer's remarks (baseline found by change point,
 	// unstable intervals, ...): an extra field of v1, absent when empty.
 	Notes []string `json:"notes,omitempty"`
