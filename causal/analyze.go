@@ -74,6 +74,14 @@ type Config struct {
 	// because the engine served slower, not because more work arrived, and
 	// the culprit ranks below every other culprit on that engine or GPU.
 	QueueDemandRise float64
+	// EntityAlpha is the false-alarm rate of a sweep's entity breaches
+	// (0.01): an engine or host is a breach of its own when its tail count
+	// is that unlikely under its peers' rate, Bonferroni-corrected over
+	// every entity the sweep tests (Sweep).
+	EntityAlpha float64
+	// FocusShare is the share of a breached scope's window tail one
+	// breached entity must hold for the breach to be that entity's (0.5).
+	FocusShare float64
 	// Exemplars is the number of exemplar trace ids per culprit (3).
 	Exemplars int
 	// Version is method.version of the documents (the build version).
@@ -101,6 +109,8 @@ func DefaultConfig() Config {
 		SplitShare:          0.2,
 		DegradedHealth:      0.1,
 		QueueDemandRise:     1.5,
+		EntityAlpha:         0.01,
+		FocusShare:          0.5,
 		Exemplars:           3,
 		Version:             "dev",
 	}
@@ -155,6 +165,12 @@ func (c Config) Validate() error {
 	}
 	if !(c.QueueDemandRise >= 0) || math.IsInf(c.QueueDemandRise, 0) {
 		bad("queue demand rise %v must be finite and >= 0", c.QueueDemandRise)
+	}
+	if !(c.EntityAlpha > 0 && c.EntityAlpha < 1) {
+		bad("entity alpha %v outside (0,1)", c.EntityAlpha)
+	}
+	if !(c.FocusShare > 0 && c.FocusShare <= 1) {
+		bad("focus share %v outside (0,1]", c.FocusShare)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid causal config: %w", err)
@@ -230,6 +246,11 @@ type Request struct {
 	// part of the window before the breach began (change points of the
 	// per-bucket quantile series), else none.
 	Baseline *Interval
+	// Focus, when set, is an entity breach found by a sweep: the window is
+	// attributed as breached (the entity's own tail broke, whatever the
+	// scope's quantile did), with Focus.TailThresholdMS as the tail when no
+	// baseline resolves, and culprits acting on the entity rank first.
+	Focus *Where
 	// IncidentID is written into the document when it fires; empty means
 	// one derived from the scope and the window (IncidentID).
 	IncidentID string

@@ -275,6 +275,14 @@ func (r *run) analyze() error {
 			r.base, r.baseSource, r.nBase = nil, BaselineNone, 0
 		}
 	}
+	if f := r.req.Focus; f != nil {
+		r.breach = Breach{Breached: true, Reasons: []string{f.Level}}
+		r.tailT = f.TailThresholdMS
+		if r.base != nil {
+			r.tailT = r.baseQ.Estimate
+		}
+		return r.attribute()
+	}
 	var baseCI *QuantileCI
 	if r.base != nil {
 		baseCI = &r.baseQ
@@ -440,6 +448,9 @@ func (r *run) result() *Analysis {
 		RankCulprits(cs)
 		cs = dedupeCulprits(cs, an.Candidates)
 		cs = orderByMechanism(r.a.dag, cs, an.Candidates)
+		if f := r.req.Focus; f != nil {
+			cs = focusCulprits(cs, f.Entity)
+		}
 		if len(cs) > r.cfg.MaxCulprits {
 			for i := r.cfg.MaxCulprits; i < len(cs); i++ {
 				for k := range an.Candidates {
@@ -457,9 +468,31 @@ func (r *run) result() *Analysis {
 			an.Notes = r.notes
 		}
 	}
+	if f := r.req.Focus; f != nil {
+		w := *f
+		in.Breach = &w
+	}
 	in.Notes = an.Notes
 	an.Incident = in
 	return an
+}
+
+// focusCulprits puts the culprits acting on the breached entity first
+// (stable); the others follow. Ranks are renumbered.
+func focusCulprits(cs []Culprit, e Entity) []Culprit {
+	var on, off []Culprit
+	for _, c := range cs {
+		if overlapsEntity(c.Entity, e) {
+			on = append(on, c)
+		} else {
+			off = append(off, c)
+		}
+	}
+	out := append(on, off...)
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
 }
 
 // dedupeCulprits keeps the best-ranked culprit of each (cause, entity):

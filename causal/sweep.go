@@ -2,10 +2,13 @@ package causal
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 	"time"
+
+	"gonum.org/v1/gonum/mathext"
 )
 
 // SweepRequest is the fleet-wide question "why was the tail bad in this
@@ -44,6 +47,12 @@ type Where struct {
 	// ExcessTail is the tail requests above what the peers' rate (or the
 	// baseline) predicts: the severity the sweep orders breaches by.
 	ExcessTail float64 `json:"excess_tail"`
+	// TailThresholdMS defines the tail requests counted here; QuantileMS
+	// and PeerQuantileMS are the entity's own window quantile and its
+	// peers' median (entity breaches).
+	TailThresholdMS float64 `json:"tail_threshold_ms"`
+	QuantileMS      float64 `json:"quantile_ms,omitempty"`
+	PeerQuantileMS  float64 `json:"peer_quantile_ms,omitempty"`
 }
 
 // SweepResult is the outcome of Sweep.
@@ -59,19 +68,50 @@ type SweepResult struct {
 	QueryTime time.Duration
 }
 
-// Sweep answers the fleet-wide question: every model scope is examined for
-// a breach of its own quantile, and every engine and host of it against
-// its peers; each breach is attributed within its scope. A window with no
-// breach anywhere gives an empty Breaches.
+// Sweep answers the fleet-wide question. Every model scope with requests
+// in the window is examined twice:
+//
+//   - its own quantile against its baseline (Analyze: a scope breach);
+//   - every engine and host of it against its peers in the same window
+//     (screenScope): the entity's count of requests above the scope's
+//     window quantile against the peers' Beta-Binomial rate, one-sided,
+//     Bonferroni-corrected over every entity the sweep tests, and its own
+//     quantile above its peers' by the breach margin. An entity far worse
+//     than its peers is a breach of its own even when its scope's
+//     quantile barely moved (one slow pod among 16 lifts the model's P99 by
+//     a few percent while its own users wait several times longer).
+//
+// A scope breach whose window tail sits mostly (Config.FocusShare) on one
+// breached entity is that entity's breach; other entity breaches are
+// attributed within their scope with the entity as the focus
+// (Request.Focus). Breaches are returned most severe first (excess tail
+// requests). A window with no breach anywhere gives no breaches.
 func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, error) {
 	if !req.Window.End.After(req.Window.Start) {
 		return nil, fmt.Errorf("sweep: invalid request: window %s is empty", fmtInterval(req.Window))
 	}
-	scopes, err := a.discoverScopes(ctx, req)
+	if req.SLO.Signal == "" {
+		req.SLO.Signal = "e2e_latency"
+	}
+	if req.SLO.Quantile == 0 {
+		req.SLO.Quantile = 0.99
+	}
+	out, ok := a.dag.Outcome(req.SLO.Signal)
+	if !ok {
+		return nil, fmt.Errorf("sweep: invalid request: signal %q: no outcome node of the DAG measures it", req.SLO.Signal)
+	}
+	res := &SweepResult{}
+	scopes, err := a.discoverScopes(ctx, req, res)
 	if err != nil {
 		return nil, err
 	}
-	res := &SweepResult{}
+	type scoped struct {
+		sc       map[string]string
+		an       *Analysis
+		entities []*screened
+	}
+	var all []*scoped
+	tested := 0
 	for _, sc := range scopes {
 		r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline}
 		r.SLO.Scope = sc
@@ -82,12 +122,121 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		res.Scopes = append(res.Scopes, sc)
 		res.Queries += an.Queries
 		res.QueryTime += an.QueryTime
-		if an.Incident.Status == StatusFiring {
-			res.Breaches = append(res.Breaches, an)
+		s := &scoped{sc: sc, an: an}
+		if an.WindowQuantile.N > 0 {
+			t0 := time.Now()
+			ents, n, err := a.screenScope(ctx, sc, req.Window, out.Covariate(), req.SLO.Quantile, an.WindowQuantile.Estimate)
+			if err != nil {
+				return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
+			}
+			res.Queries += 2
+			res.QueryTime += time.Since(t0)
+			s.entities = ents
+			tested += n
+		}
+		all = append(all, s)
+	}
+	alpha := a.cfg.EntityAlpha / float64(max(tested, 1))
+	for _, s := range all {
+		breached := pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
+		var totalTail float64
+		for _, e := range s.entities {
+			if e.kind == LevelEngine {
+				totalTail += e.k
+			}
+		}
+		scopeFiring := s.an.Incident.Status == StatusFiring
+		if scopeFiring {
+			// The scope's breach is one entity's when that entity holds
+			// most of the scope's window tail.
+			if len(breached) > 0 && totalTail > 0 && breached[0].k >= a.cfg.FocusShare*totalTail {
+				scopeFiring = false
+			} else {
+				s.an.Incident.Breach = &Where{Level: LevelScope, Entity: scopeEntity(s.sc), Requests: s.an.Incident.Requests,
+					TailRequests: s.an.Incident.TailRequests, ExcessTail: scopeExcess(s.an), TailThresholdMS: s.an.TailThresholdMS}
+				res.Breaches = append(res.Breaches, s.an)
+				breached = uncovered(breached, s.an.Incident.Culprits)
+			}
+		}
+		for _, e := range breached {
+			w := e.where()
+			r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, Focus: &w}
+			r.SLO.Scope = s.sc
+			r.IncidentID = IncidentID(entityScope(s.sc, w), req.Window.Start)
+			an, err := a.Analyze(ctx, r)
+			if err != nil {
+				return nil, fmt.Errorf("sweep %s %s: %w", ScopeString(s.sc), EntityString(w.Entity), err)
+			}
+			res.Queries += an.Queries
+			res.QueryTime += an.QueryTime
+			if an.Incident.Status == StatusFiring {
+				res.Breaches = append(res.Breaches, an)
+			}
 		}
 	}
 	sort.SliceStable(res.Breaches, func(i, j int) bool { return severity(res.Breaches[i]) > severity(res.Breaches[j]) })
 	return res, nil
+}
+
+// entityScope is the scope of an entity breach, for its incident id: the
+// scope plus the entity's identifying fields.
+func entityScope(sc map[string]string, w Where) map[string]string {
+	out := map[string]string{"breach": w.Level}
+	for k, v := range sc {
+		out[k] = v
+	}
+	if w.Entity.Host != "" {
+		out["host"] = w.Entity.Host
+	}
+	if w.Entity.Pod != "" {
+		out["pod"] = w.Entity.Pod
+	}
+	if w.Entity.Engine != "" {
+		out["engine"] = w.Entity.Engine
+	}
+	return out
+}
+
+func scopeEntity(sc map[string]string) Entity {
+	return Entity{Model: sc["model"], Service: sc["service"]}
+}
+
+// scopeExcess is a scope breach's excess tail: its window tail requests
+// beyond the share the quantile allows.
+func scopeExcess(an *Analysis) float64 {
+	in := an.Incident
+	return math.Max(float64(in.TailRequests)-(1-in.SLO.Quantile)*float64(in.Requests), 0)
+}
+
+// uncovered drops the entity breaches a scope incident's culprits already
+// name (the scope breach explains them).
+func uncovered(es []*screened, cs []Culprit) []*screened {
+	var out []*screened
+	for _, e := range es {
+		covered := false
+		for _, c := range cs {
+			if overlapsEntity(c.Entity, e.ent) {
+				covered = true
+			}
+		}
+		if !covered {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// overlapsEntity reports whether a culprit's entity acts on the breached
+// entity b (an engine or a host).
+func overlapsEntity(c, b Entity) bool {
+	switch {
+	case b.Pod != "" || b.Engine != "":
+		return c.Host == b.Host && (c.Pod != "" && c.Pod == b.Pod || c.Pod == "" && c.Engine != "" && c.Engine == b.Engine) ||
+			c.Host == b.Host && c.Pod == "" && c.Engine == "" && c.GPU == "" // the whole host
+	case b.Host != "":
+		return c.Host == b.Host
+	}
+	return false
 }
 
 // severity orders breaches: the excess tail requests of the breach.
@@ -95,17 +244,182 @@ func severity(an *Analysis) float64 {
 	if w := an.Incident.Breach; w != nil {
 		return w.ExcessTail
 	}
-	return float64(an.Incident.TailRequests) - 0.01*float64(an.Incident.Requests)
+	return scopeExcess(an)
+}
+
+// screened is one engine or host of a scope, tested against its peers.
+type screened struct {
+	kind       string // LevelEngine or LevelHost
+	key        string
+	ent        Entity
+	n, k       float64 // window requests, of which above the scope's quantile
+	quantile   float64 // the entity's own window quantile
+	peerQ      float64 // the median of its peers' quantiles
+	peerRate   float64
+	pval       float64
+	excess     float64
+	thresholdT float64
+	engines    int  // a host's engines in the scope
+	tested     bool // scored against at least one peer
+}
+
+func (e *screened) where() Where {
+	return Where{Level: e.kind, Entity: e.ent, Requests: int64(e.n), TailRequests: int64(e.k), PeerTailRate: round(e.peerRate, 6),
+		PValue: e.pval, ExcessTail: round(e.excess, 1), TailThresholdMS: e.thresholdT, QuantileMS: round(e.quantile, 1), PeerQuantileMS: round(e.peerQ, 1)}
+}
+
+// screenScope tests every engine and every host of the scope against its
+// peers: tail is the count of window requests above t, the scope's window
+// quantile. It returns the entities (tested or not) and how many were
+// tested.
+func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win Interval, y string, q, t float64) ([]*screened, int, error) {
+	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(win) + " AND " + inInterval(win)
+	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, FormatFloat(t))
+	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", FormatFloat(q), y)
+	var out []*screened
+	read := func(kind, group, labels string) error {
+		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s FINAL WHERE %s GROUP BY %s", labels, tail, qq, a.cfg.Table, where, group)
+		return queryRows(ctx, a.db, "entity screen", qs, func(rows Rows) error {
+			e := &screened{kind: kind, thresholdT: t}
+			var host, pod, engine string
+			var dest []any
+			if kind == LevelEngine {
+				dest = []any{&host, &pod, &engine, &e.n, &e.k, &e.quantile}
+			} else {
+				var engines float64
+				defer func() { e.engines = int(engines) }()
+				dest = []any{&host, &engines, &e.n, &e.k, &e.quantile}
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			e.ent = Entity{Host: host, Pod: pod, Engine: engine, Model: sc["model"], Service: sc["service"]}
+			e.key = host + "/" + pod + "/" + engine
+			if kind == LevelHost {
+				e.key = host
+			}
+			out = append(out, e)
+			return nil
+		})
+	}
+	if err := read(LevelEngine, "host, pod, engine", "toString(host), toString(pod), toString(engine)"); err != nil {
+		return nil, 0, err
+	}
+	if err := read(LevelHost, "host", "toString(host), toFloat64(uniqExact(host, pod, engine))"); err != nil {
+		return nil, 0, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
+	tested := 0
+	for _, kind := range []string{LevelEngine, LevelHost} {
+		var set []*screened
+		for _, e := range out {
+			if e.kind == kind && e.n >= float64(a.cfg.MinEntityRows) && (e.ent.Host != "" || kind == LevelEngine) {
+				set = append(set, e)
+			}
+		}
+		if len(set) < 2 {
+			continue
+		}
+		for i, e := range set {
+			var peers []EntityCounts
+			var pq []float64
+			var pk, pn float64
+			for j, o := range set {
+				if j != i {
+					peers = append(peers, EntityCounts{Key: o.key, Tail: o.k, N: o.n})
+					pq = append(pq, o.quantile)
+					pk += o.k
+					pn += o.n
+				}
+			}
+			prior, err := FitBetaPrior(peers, nil)
+			if err != nil {
+				return nil, 0, err
+			}
+			e.peerRate = pk / pn
+			e.peerQ = median(pq)
+			e.pval = betaBinomialSF(e.k, e.n, prior.Alpha, prior.Beta)
+			e.excess = math.Max(e.k-e.n*prior.Mean(), 0)
+			e.tested = true
+			tested++
+		}
+	}
+	return out, tested, nil
+}
+
+// pickEntityBreaches keeps the entities significantly (p ≤ alpha) and
+// materially (own quantile above the peers' by the margin) worse than
+// their peers. A host is a breach of its own when at least two of its
+// engines in the scope are, or when none is (the slowness is spread over
+// its engines); a host with one breached engine is that engine's matter.
+// Most severe first.
+func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
+	bad := func(e *screened) bool {
+		return e.tested && e.pval <= alpha && e.k >= 5 && e.quantile > e.peerQ*(1+margin)
+	}
+	engOnHost := map[string]int{}
+	for _, e := range all {
+		if e.kind == LevelEngine && bad(e) {
+			engOnHost[e.ent.Host]++
+		}
+	}
+	var out []*screened
+	hostBreach := map[string]bool{}
+	for _, e := range all {
+		if e.kind == LevelHost && bad(e) && e.engines >= 2 && engOnHost[e.ent.Host] != 1 {
+			hostBreach[e.ent.Host] = true
+			out = append(out, e)
+		}
+	}
+	for _, e := range all {
+		if e.kind == LevelEngine && bad(e) && !hostBreach[e.ent.Host] {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].excess > out[j].excess })
+	return out
+}
+
+// betaBinomialSF is P(X ≥ k) for X ~ BetaBinomial(n, α, β).
+func betaBinomialSF(k, n, alpha, beta float64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	// P(X ≤ k−1), summed in log space from the pmf.
+	lb := mathext.Lbeta(alpha, beta)
+	lc := func(x float64) float64 {
+		a, _ := math.Lgamma(n + 1)
+		b, _ := math.Lgamma(x + 1)
+		c, _ := math.Lgamma(n - x + 1)
+		return a - b - c
+	}
+	var cdf float64
+	for x := 0.0; x < k; x++ {
+		cdf += math.Exp(lc(x) + mathext.Lbeta(x+alpha, n-x+beta) - lb)
+	}
+	if cdf >= 1 {
+		// Rounding: compute the upper tail directly.
+		var sf float64
+		for x := k; x <= n && x < k+2000; x++ {
+			sf += math.Exp(lc(x) + mathext.Lbeta(x+alpha, n-x+beta) - lb)
+		}
+		return sf
+	}
+	return 1 - cdf
+}
+
+func scopeWhere(sc map[string]string) string {
+	conds := []string{"1"}
+	for _, k := range sortedKeys(sc) {
+		conds = append(conds, k+" = "+QuoteString(sc[k]))
+	}
+	return strings.Join(conds, " AND ")
 }
 
 // discoverScopes lists the model scopes with requests in the window.
-func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest) ([]map[string]string, error) {
-	conds := ""
-	for _, k := range sortedKeys(req.SLO.Scope) {
-		conds += " AND " + k + " = " + QuoteString(req.SLO.Scope[k])
-	}
-	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) FROM %s FINAL WHERE %s AND %s%s GROUP BY m ORDER BY m",
-		a.cfg.Table, prune(req.Window), inInterval(req.Window), conds)
+func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *SweepResult) ([]map[string]string, error) {
+	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY m",
+		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window))
 	var out []map[string]string
 	err := queryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
 		var m string
@@ -124,8 +438,9 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest) ([]map[
 	if err != nil {
 		return nil, fmt.Errorf("sweep: discover scopes: %w", err)
 	}
+	res.Queries++
 	if len(out) == 0 {
-		return nil, errors.New("sweep: no requests in the window")
+		res.Notes = append(res.Notes, "no requests in the window")
 	}
 	return out, nil
 }
