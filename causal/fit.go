@@ -671,9 +671,21 @@ func (r *run) entityOf(c *causeRun, set map[string]*entityStats) Entity {
 		es := set[c.entityKey]
 		switch c.kind {
 		case kindGPU:
-			return Entity{Host: es.host, GPU: es.gpu}
+			// The GPU names its engine too when it serves one (its pod, the
+			// model): the on-call engineer restarts or drains a pod.
+			e := Entity{Host: es.host, GPU: es.gpu}
+			var tot float64
+			for _, v := range es.engines {
+				tot += v
+			}
+			if k := dominant(es.engines); k != "" && es.engines[k] >= 0.95*tot {
+				if eng := r.engines[k]; eng != nil {
+					e.Engine, e.Pod, e.Model = eng.engine, eng.pod, eng.model
+				}
+			}
+			return e
 		case kindHost:
-			return Entity{Host: es.key}
+			return Entity{Host: es.key, Model: r.req.SLO.Scope["model"]}
 		}
 		e := Entity{Host: es.host, Engine: es.engine, Pod: es.pod, Model: es.model}
 		var tot float64

@@ -66,6 +66,17 @@ type SweepResult struct {
 	// Queries counts the SQL queries sent; QueryTime their total latency.
 	Queries   int
 	QueryTime time.Duration
+
+	ok *Analysis // the status-ok answer when nothing broke
+}
+
+// Answer is what `rank` prints: the breaches, most severe first, or one
+// status-ok document (the fleet, or the sweep's scope) when nothing broke.
+func (s *SweepResult) Answer() []*Analysis {
+	if len(s.Breaches) > 0 {
+		return s.Breaches
+	}
+	return []*Analysis{s.ok}
 }
 
 // Sweep answers the fleet-wide question. Every model scope with requests
@@ -175,7 +186,29 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		}
 	}
 	sort.SliceStable(res.Breaches, func(i, j int) bool { return severity(res.Breaches[i]) > severity(res.Breaches[j]) })
+	res.ok = a.okAnswer(req, res)
 	return res, nil
+}
+
+// okAnswer is the status-ok document of a sweep with no breach.
+func (a *Analyzer) okAnswer(req SweepRequest, res *SweepResult) *Analysis {
+	slo := req.SLO
+	if slo.Scope == nil {
+		slo.Scope = map[string]string{}
+	}
+	in := Incident{
+		Status: StatusOK, SLO: slo, Window: req.Window,
+		Baseline: Interval{Start: req.Window.Start, End: req.Window.Start},
+		Method:   Method{Estimator: Estimator, DAG: a.dag.Version(), Version: a.cfg.Version},
+		Notes:    append([]string(nil), res.Notes...),
+	}
+	if req.Baseline != nil {
+		in.Baseline = *req.Baseline
+	}
+	for _, sc := range res.Scopes {
+		in.Notes = append(in.Notes, "examined "+ScopeString(sc)+": no breach of its quantile, no engine or host far worse than its peers")
+	}
+	return &Analysis{Incident: in, BaselineSource: BaselineNone, Queries: res.Queries, QueryTime: res.QueryTime}
 }
 
 // entityScope is the scope of an entity breach, for its incident id: the

@@ -81,7 +81,8 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteS
 		c.cand.Evidence = append(c.cand.Evidence, what+": no single GPU carries it")
 		return nil
 	}
-	c.cand.Entity = Entity{Host: best.host, GPU: top.gpu}
+	// The GPU of a tensor-parallel engine: name the engine's pod too.
+	c.cand.Entity = Entity{Host: best.host, GPU: top.gpu, Engine: best.engine, Pod: best.pod, Model: best.model}
 	if best.healthOK {
 		c.cand.Health = best.health
 	}

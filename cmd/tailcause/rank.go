@@ -113,7 +113,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	store := fs.Bool("store", false, "also write a firing incident to the incidents and culprits tables")
 	explain := fs.Bool("explain", false, "also print every candidate cause examined, with its estimate or why it was skipped (to standard error)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Prints status \"ok\" with no culprits when the window shows no breach (exit status 0 either way).\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseArgs(fs, args); err != nil {
@@ -164,22 +164,50 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := an.Analyze(ctx, req)
-	if err != nil {
-		return fmt.Errorf("rank %s: %w", causal.ScopeString(scope), err)
+	var results []*causal.Analysis
+	if len(scope) > 0 {
+		res, err := an.Analyze(ctx, req)
+		if err != nil {
+			return fmt.Errorf("rank %s: %w", causal.ScopeString(scope), err)
+		}
+		results = append(results, res)
+	} else {
+		// The fleet-wide question: every scope and entity whose tail broke.
+		sw, err := an.Sweep(ctx, causal.SweepRequest{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline})
+		if err != nil {
+			return fmt.Errorf("rank: %w", err)
+		}
+		results = sw.Answer()
 	}
-	if *store && res.Incident.Status == causal.StatusFiring {
-		if err := storeRanked(ctx, db, res.Incident); err != nil {
-			return err
+	for _, res := range results {
+		if *store && res.Incident.Status == causal.StatusFiring {
+			if err := storeRanked(ctx, db, res.Incident); err != nil {
+				return err
+			}
+		}
+		if *explain {
+			writeCandidates(e.stderr, res)
 		}
 	}
-	if *explain {
-		writeCandidates(e.stderr, res)
-	}
 	if *format == "table" {
-		return writeTable(e.stdout, res)
+		for i, res := range results {
+			if i > 0 {
+				fmt.Fprintln(e.stdout, "\n"+strings.Repeat("-", 72))
+			}
+			if err := writeTable(e.stdout, res); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return writeJSON(e.stdout, res.Incident)
+	if len(results) == 1 {
+		return writeJSON(e.stdout, results[0].Incident)
+	}
+	docs := make([]causal.Incident, len(results))
+	for i, res := range results {
+		docs[i] = res.Incident
+	}
+	return writeJSON(e.stdout, docs)
 }
 
 // storeRanked writes an on-demand ranking as the next version of its
@@ -199,7 +227,7 @@ func storeRanked(ctx context.Context, db causal.DB, in causal.Incident) error {
 	return causal.WriteIncident(ctx, db, rec)
 }
 
-func writeJSON(w io.Writer, in causal.Incident) error {
+func writeJSON(w io.Writer, in any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // evidence reads "kv_usage_max >= 0.9", not \u003e
