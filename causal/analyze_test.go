@@ -157,7 +157,7 @@ func TestAnalyzeThermal(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 3, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}, {Kind: "pcie_harmless", Host: 0, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseThermalThrottle, Entity{Host: hostName(2), GPU: gpuName(2, 0)}, 0.4)
+	checkTop(t, an, CauseThermalThrottle, engineEntity(2, 0), 0.4)
 	for _, c := range []Cause{CausePCIeContention, CauseEntityDegraded} {
 		if cu := culprit(an.Incident, c); cu != nil {
 			t.Errorf("%s reported: %+v", c, cu)
@@ -261,7 +261,7 @@ func TestAnalyzeDegradedHost(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 11, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 0}, {Kind: "degraded", Host: 2, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseEntityDegraded, Entity{Host: hostName(2)}, 0.5)
+	checkTop(t, an, CauseEntityDegraded, Entity{Host: hostName(2), Model: "llama-3-8b"}, 0.5)
 	top := an.Incident.Culprits[0]
 	if ev := strings.Join(top.Evidence, "\n"); !strings.Contains(ev, "its 2 engines share the excess tail") || !strings.Contains(ev, "health of "+hostName(2)) {
 		t.Errorf("evidence %q", top.Evidence)
@@ -301,7 +301,7 @@ func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := an.Incident
-	want := Entity{Host: hostName(2), GPU: gpuName(2, 0)}
+	want := engineEntity(2, 0) // the GPU, and the engine it belongs to
 	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
 		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
 	}

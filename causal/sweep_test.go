@@ -1,0 +1,173 @@
+package causal
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+)
+
+// sweepScenario inserts the scenario's rows into a fresh database and asks
+// the fleet-wide question over req's window.
+func sweepScenario(t *testing.T, s synthScenario, req SweepRequest) *SweepResult {
+	t.Helper()
+	st := chstoretest.Fresh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if s.Start.IsZero() {
+		s.Start = synthStart
+	}
+	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Version = "test"
+	a, err := NewAnalyzer(StoreDB(st), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Sweep(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, an := range res.Answer() {
+		b, _ := json.MarshalIndent(an.Incident, "", "  ")
+		t.Logf("%s", b)
+		if err := an.Incident.Validate(); err != nil {
+			t.Errorf("invalid document: %v", err)
+		}
+	}
+	return res
+}
+
+// One slow pod among 16, no data before the window: the model's P99 barely
+// moves, the pod's own users wait far longer. The sweep names the pod.
+func TestSweepSlowPodAmong16(t *testing.T) {
+	res := sweepScenario(t, synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 20 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.6}}},
+		SweepRequest{Window: window(0, time.Hour)})
+	if len(res.Breaches) != 1 {
+		t.Fatalf("%d breaches, want 1 (the slow pod)", len(res.Breaches))
+	}
+	in := res.Breaches[0].Incident
+	want := engineEntity(5, 0)
+	if in.Breach == nil || in.Breach.Level != LevelEngine || in.Breach.Entity.Pod != want.Pod || in.Breach.Entity.Host != want.Host {
+		t.Fatalf("breach %+v, want the engine %s", in.Breach, want.Pod)
+	}
+	if in.Status != StatusFiring || len(in.Culprits) == 0 {
+		t.Fatalf("status %s, %d culprits", in.Status, len(in.Culprits))
+	}
+	top := in.Culprits[0]
+	if top.Cause != CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host || top.Entity.Model != want.Model {
+		t.Errorf("top culprit %s %+v, want entity.degraded on %+v", top.Cause, top.Entity, want)
+	}
+	if !(in.Breach.QuantileMS > 1.2*in.Breach.PeerQuantileMS) || in.Breach.PValue > 1e-6 {
+		t.Errorf("breach evidence %+v", in.Breach)
+	}
+	if in.SLO.Scope["model"] != "llama-3-8b" {
+		t.Errorf("scope %v", in.SLO.Scope)
+	}
+}
+
+// No fault anywhere: status ok at every level (scope and entities).
+func TestSweepNoFault(t *testing.T) {
+	for _, seed := range []uint64{4, 12} {
+		res := sweepScenario(t, synthScenario{Seed: seed, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40},
+			SweepRequest{Window: window(0, time.Hour)})
+		if len(res.Breaches) != 0 {
+			t.Errorf("seed %d: %d breaches, want none", seed, len(res.Breaches))
+		}
+		ans := res.Answer()
+		if len(ans) != 1 || ans[0].Incident.Status != StatusOK || len(ans[0].Incident.Culprits) != 0 {
+			t.Errorf("seed %d: answer %+v", seed, ans)
+		}
+		if len(res.Scopes) != 1 {
+			t.Errorf("seed %d: scopes %v", seed, res.Scopes)
+		}
+	}
+}
+
+// A breach of the whole scope (KV fault on one of few engines, handled as
+// that engine's) and a healthy preceding hour: the scope is found, the
+// culprit names the engine, and the document says where.
+func TestSweepScopeBreach(t *testing.T) {
+	res := sweepScenario(t, synthScenario{Seed: 1, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "long_prompts"}}},
+		SweepRequest{Window: window(30*time.Minute, time.Hour)})
+	if len(res.Breaches) != 1 {
+		t.Fatalf("%d breaches, want 1", len(res.Breaches))
+	}
+	in := res.Breaches[0].Incident
+	if in.Breach == nil || in.Breach.Level != LevelScope || in.Breach.Entity.Model != "llama-3-8b" {
+		t.Errorf("breach %+v", in.Breach)
+	}
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseLongPrompts || in.Culprits[0].Entity.Model != "llama-3-8b" {
+		t.Errorf("culprits %+v", in.Culprits)
+	}
+}
+
+func TestBetaBinomialSF(t *testing.T) {
+	// Reference values: scipy.stats.betabinom(n, a, b).sf(k-1).
+	cases := []struct {
+		k, n, a, b, want float64
+	}{
+		{0, 10, 1, 1, 1},
+		{1, 10, 1, 1, 10.0 / 11}, // uniform on 0..10
+		{6, 10, 1, 1, 5.0 / 11},  // P(X ≥ 6) = 5/11
+	}
+	for _, c := range cases {
+		if got := betaBinomialSF(c.k, c.n, c.a, c.b); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("SF(%v; %v, %v, %v) = %v, want %v", c.k, c.n, c.a, c.b, got, c.want)
+		}
+	}
+	// BB(4, 2, 2): pmf(x) = C(4,x) B(x+2, 6-x) / B(2,2): 0.1428, 0.2286, 0.2571, 0.2286, 0.1428.
+	if got := betaBinomialSF(3, 4, 2, 2); math.Abs(got-(0.2285714286+0.1428571429)) > 1e-6 {
+		t.Errorf("SF(3; 4, 2, 2) = %v", got)
+	}
+	// Far in the tail (mean 25 of 5000, 300 seen) the upper sum is used,
+	// not 1 − CDF rounded to 0; a dispersed prior (1, 199) makes the same
+	// count far less surprising.
+	if got := betaBinomialSF(300, 5000, 50, 9950); !(got > 0 && got < 1e-12) {
+		t.Errorf("far tail %v", got)
+	}
+	if got := betaBinomialSF(300, 5000, 1, 199); !(got > 1e-7 && got < 1e-4) {
+		t.Errorf("dispersed prior %v", got)
+	}
+}
+
+func TestPickEntityBreaches(t *testing.T) {
+	eng := func(host, pod string, p float64, q, peer float64) *screened {
+		return &screened{kind: LevelEngine, key: host + "/" + pod, ent: Entity{Host: host, Pod: pod}, n: 1000, k: 50, pval: p, quantile: q, peerQ: peer, tested: true, excess: 40}
+	}
+	host := func(name string, p float64, engines int) *screened {
+		return &screened{kind: LevelHost, key: name, ent: Entity{Host: name}, n: 2000, k: 60, pval: p, quantile: 3000, peerQ: 1000, tested: true, engines: engines, excess: 50}
+	}
+	keys := func(es []*screened) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.kind+":"+e.key)
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		in   []*screened
+		want []string
+	}{
+		{"one slow engine: the engine, not its host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-9, 2)}, []string{"engine:h1/a"}},
+		{"two slow engines of a host: the host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 1e-9, 3000, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
+		{"slowness spread thin: the host", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.01, 1300, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
+		{"significant but small: none", []*screened{eng("h1", "a", 1e-9, 1100, 1000)}, nil},
+		{"large but not significant: none", []*screened{eng("h1", "a", 0.01, 3000, 1000)}, nil},
+		{"untested (no peers): none", []*screened{{kind: LevelEngine, key: "x", n: 1000, k: 50, pval: 0, quantile: 3000}}, nil},
+	}
+	for _, c := range cases {
+		got := keys(pickEntityBreaches(c.in, 1e-4, 0.2))
+		if len(got) != len(c.want) || (len(got) > 0 && got[0] != c.want[0]) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
