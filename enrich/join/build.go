@@ -89,8 +89,9 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 				row.EnginePromptTPS, row.EngineTPSAgeMs = sum/cov, age
 			}
 		}
-		// The workload mix: tokens per finished request on the engine over
-		// the intervals overlapping the request (vllm:request_success_total).
+		// The workload mix: tokens per finished request on the engine while
+		// the request ran (vllm:request_success_total), every counter
+		// apportioned by overlap (series.overlap).
 		if done := m[normalize.MetricRequestSuccess]; done != nil {
 			if n, _, _, ok := done.overlap(a, b); ok && n > 0 {
 				if s := m[normalize.MetricPromptTokens]; s != nil {

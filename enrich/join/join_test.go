@@ -1,6 +1,7 @@
 package join
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -104,14 +105,17 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 	near(t, "kv_usage_at_arrival", r.KVUsageAtArrival, 0.70)
 	near(t, "kv_usage_max", r.KVUsageMax, 0.97)
 	near(t, "kv_usage_age_ms", r.KVUsageAgeMs, 2000)
-	// Intervals (10,20] (+5 preemptions) and (20,30] (+0) overlap [12,25].
-	near(t, "preemptions_during", r.PreemptionsDuring, 5)
+	// Intervals (10,20] (+5 preemptions) and (20,30] (+0) overlap [12,25]
+	// by 8 s of 10 and 5 s of 10: each delta counts in that share.
+	near(t, "preemptions_during", r.PreemptionsDuring, 0.8*5)
 	near(t, "preemptions_age_ms", r.PreemptAgeMs, 0)
-	// Prefix: hits 100+500 over queries 1000+1000.
-	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 600.0/2000.0)
-	// Mix: (20000+10000) prompt tokens over (20+10) finished requests.
-	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 1000)
-	near(t, "engine_prompt_tps", r.EnginePromptTPS, 30000.0/20)
+	// Prefix: hits 0.8·100 + 0.5·500 over queries 0.8·1000 + 0.5·1000.
+	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 330.0/1300.0)
+	// Mix: (0.8·20000 + 0.5·10000) prompt tokens over (0.8·20 + 0.5·10)
+	// finished requests.
+	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 21000.0/21)
+	// The rate over the 13 s lifetime.
+	near(t, "engine_prompt_tps", r.EnginePromptTPS, 21000.0/13)
 	near(t, "engine_mean_output_tokens (no generation counter)", r.EngineMeanOutputTokens, math.NaN())
 	near(t, "sm_clock_min", r.SMClockMinMHz, 1200)
 	near(t, "sm_clock_norm", r.SMClockNormMHz, 1980)
@@ -359,5 +363,95 @@ func TestJoinMetricHold(t *testing.T) {
 	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r4", b+140*sec, b+148*sec)}}, Ref{0, 3})
 	if out := j.Emit(false); len(out) != 1 || out[0].Row.UID != "r2" {
 		t.Fatalf("want r2 once span time passed its end by MaxWait, got %d rows", len(out))
+	}
+}
+
+// TestJoinCounterDeltasApportionedByOverlap: a preemption burst after a
+// request's end, in the scrape interval that straddles the end, is given
+// to the request only in the share of the interval its lifetime covers —
+// not whole. Finer scrapes that separate the burst from the request give it
+// none; requests tiling an interval share its delta exactly.
+func TestJoinCounterDeltasApportionedByOverlap(t *testing.T) {
+	b := base()
+	// Cumulative preemptions: nothing until 15 s, then 100 by 20 s (the
+	// burst), flat after. Prefix hits/queries: 10% hits before 15 s, 90%
+	// during the burst.
+	preAt := func(s float64) float64 { return 100 * min(1, max(0, (s-15)/5)) }
+	hitsAt := func(s float64) float64 { return 10*min(s, 15) + 90*max(0, s-15) }
+	scrapes := func(step float64) []normalize.Sample {
+		var ss []normalize.Sample
+		for s := 0.0; s <= 30; s += step {
+			ts := b + uint64(s*float64(sec))
+			ss = append(ss,
+				engineSample(normalize.MetricPreemptions, normalize.Cumulative, ts, preAt(s)),
+				engineSample(normalize.MetricPrefixHits, normalize.Cumulative, ts, hitsAt(s)),
+				engineSample(normalize.MetricPrefixQueries, normalize.Cumulative, ts, 100*s),
+				engineSample(normalize.MetricPromptTokens, normalize.Cumulative, ts, 1000*s),
+				engineSample(normalize.MetricRequestSuccess, normalize.Cumulative, ts, s),
+			)
+		}
+		return ss
+	}
+	join := func(step float64, reqs ...normalize.Request) map[string]Row {
+		j := newJoiner(t)
+		j.AddSamples(scrapes(step))
+		j.AddSpans(&normalize.Batch{Requests: reqs}, Ref{0, 1})
+		rows := map[string]Row{}
+		for _, o := range j.Emit(true) {
+			rows[o.Row.UID] = o.Row
+		}
+		if len(rows) != len(reqs) {
+			t.Fatalf("joined %d of %d requests", len(rows), len(reqs))
+		}
+		return rows
+	}
+
+	// 10 s scrapes: the request [11 s, 12 s] ran through 1 s of the
+	// interval (10, 20] whose delta is the burst.
+	early := request("early", b+11*sec, b+12*sec)
+	before := request("before", b+2*sec, b+9*sec)
+	rows := join(10, early, before)
+	r := rows["early"]
+	near(t, "preemptions_during (1 s of the burst's 10 s interval)", r.PreemptionsDuring, 100.0/10)
+	near(t, "preemptions_age_ms", r.PreemptAgeMs, 0)
+	// Hits (10·5 + 90·5)/10 per second, queries 100 per second, over 1 s.
+	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 50.0/100)
+	near(t, "engine_prompt_tps", r.EnginePromptTPS, 1000)
+	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 1000)
+	near(t, "preemptions_during of a request before the interval", rows["before"].PreemptionsDuring, 0)
+
+	// 1 s scrapes see the burst start at 15 s: the request gets none of it,
+	// and the hit ratio of its own second.
+	r = join(1, early)["early"]
+	near(t, "preemptions_during (1 s scrapes)", r.PreemptionsDuring, 0)
+	near(t, "prefix_hit_ratio (1 s scrapes)", r.PrefixHitRatio, 0.1)
+
+	// Requests tiling (10, 20] share the burst's 100 preemptions exactly, in
+	// proportion to their overlap; one reaching past the last scrape keeps
+	// the covered share and an age of the shortfall.
+	var tiles []normalize.Request
+	for k := uint64(0); k < 4; k++ {
+		tiles = append(tiles, request(fmt.Sprintf("tile%d", k), b+10*sec+k*5*sec/2, b+10*sec+(k+1)*5*sec/2))
+	}
+	past := request("past", b+25*sec, b+34*sec)
+	rows = join(10, append(tiles, past)...)
+	total := 0.0
+	for _, q := range tiles {
+		near(t, q.UID+" preemptions", rows[q.UID].PreemptionsDuring, 25)
+		total += rows[q.UID].PreemptionsDuring
+	}
+	near(t, "tiles' total", total, 100)
+	near(t, "past: preemptions", rows["past"].PreemptionsDuring, 0)
+	near(t, "past: prompt tps over the covered 5 s", rows["past"].EnginePromptTPS, 1000)
+	near(t, "past: age (4 s short of its end)", rows["past"].PreemptAgeMs, 4000)
+
+	// A lifetime of zero length counts as 1 ns: the rates and ratios of the
+	// interval it fell in, (nearly) no preemptions.
+	point := request("point", b+16*sec, b+16*sec)
+	r = join(10, point)["point"]
+	near(t, "point: prefix_hit_ratio", r.PrefixHitRatio, 0.5)
+	near(t, "point: engine_prompt_tps", r.EnginePromptTPS, 1000)
+	if r.PreemptionsDuring < 0 || r.PreemptionsDuring > 1e-6 {
+		t.Errorf("point: preemptions_during = %v, want ~0", r.PreemptionsDuring)
 	}
 }

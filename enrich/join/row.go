@@ -30,8 +30,11 @@ type Row struct {
 	PrefixHitRatio, PrefixAgeMs     float64
 	EnginePromptTPS, EngineGenTPS   float64
 	EngineTPSAgeMs                  float64
-	// The engine's workload mix while the request ran: prompt and output
-	// tokens per finished request over the overlapping scrape intervals.
+	// Counter features (preemptions, prefix hits/queries, token rates) take
+	// each overlapping scrape interval's delta in the share of the interval
+	// the request's lifetime covers. The engine's workload mix while the
+	// request ran: prompt and output tokens per finished request, both
+	// apportioned that way.
 	EngineMeanPromptTokens, EngineMeanOutputTokens float64
 	SMClockMinMHz, SMClockNormMHz                  float64
 	SMClockRatio, SMClockAgeMs                     float64

@@ -85,25 +85,36 @@ func (s *series) window(a, b, maxAgeNs uint64, visit func(v float64)) (ageMs flo
 	return ageMs, ok
 }
 
-// overlap sums counter deltas whose intervals (t[k-1], t[k]] overlap
-// [a, b] and returns the duration those intervals cover in seconds, and the
+// overlap apportions counter deltas to the lifetime [a, b]: each interval
+// (t[k-1], t[k]] contributes its delta times the fraction of the interval
+// that lies inside [a, b] (the counter is taken as linear within an
+// interval), so a burst in an interval that straddles the request's end
+// is given to the request only in the share of the interval it ran
+// through. It returns the apportioned sum, the covered part of the lifetime
+// in seconds (so sum/coveredS is the mean rate over the lifetime), and the
 // age in ms: how far the covering data falls short of b (0 when it reaches
-// past b).
+// past b). ok is false when no interval overlaps the lifetime. A lifetime
+// shorter than the clock's resolution (b <= a) counts as 1 ns, so that its
+// rates and ratios are those of the interval it fell in and its counts
+// are (nearly) nothing.
 func (s *series) overlap(a, b uint64) (sum, coveredS, ageMs float64, ok bool) {
-	lo, hi := uint64(0), uint64(0)
+	if b <= a {
+		b = a + 1
+	}
+	var hi, covered uint64
 	for k := sort.Search(len(s.t), func(i int) bool { return s.t[i] > a }); k < len(s.t); k++ {
 		if k == 0 {
 			continue // the opening point covers no interval
 		}
-		start := s.t[k-1]
+		start, end := s.t[k-1], s.t[k]
 		if start >= b {
 			break
 		}
-		if !ok {
-			lo = start
-		}
-		sum += s.v[k]
-		hi = s.t[k]
+		// start < b and end > a: the overlap [from, to] is not empty.
+		from, to := max(start, a), min(end, b)
+		covered += to - from
+		sum += s.v[k] * (float64(to-from) / float64(end-start))
+		hi = end
 		ok = true
 	}
 	if !ok {
@@ -113,7 +124,7 @@ func (s *series) overlap(a, b uint64) (sum, coveredS, ageMs float64, ok bool) {
 	if hi < b {
 		ageMs = float64(b-hi) / 1e6
 	}
-	return sum, float64(hi-lo) / 1e9, ageMs, true
+	return sum, float64(covered) / 1e9, ageMs, true
 }
 
 // max returns the largest value over the whole retained series.

@@ -341,15 +341,18 @@ func Expected(k int) Expectation {
 		kvMax = max(kvMax, kv)
 	}
 	// Counter intervals (10(s-1), 10s] overlapping [start, end]: s from the
-	// first scrape after start up to the first at or after end.
+	// first scrape after start up to the first at or after end, each delta
+	// counted in the share of the interval the request covers.
 	var pre, pq, ph float64
 	for s := i + 1; s < EngineScrapes; s++ {
 		_, _, _, p1, q1, h1, _, _ := EngineValues(s)
 		_, _, _, p0, q0, h0, _, _ := EngineValues(s - 1)
-		pre += p1 - p0
-		pq += q1 - q0
-		ph += h1 - h0
-		if time.Duration(s)*10*time.Second >= end {
+		lo, hi := time.Duration(s-1)*10*time.Second, time.Duration(s)*10*time.Second
+		w := float64(min(hi, end)-max(lo, start)) / float64(hi-lo)
+		pre += w * (p1 - p0)
+		pq += w * (q1 - q0)
+		ph += w * (h1 - h0)
+		if hi >= end {
 			break
 		}
 	}
