@@ -50,6 +50,10 @@ func outboxLookback(maxAge time.Duration) time.Duration { return maxAge + time.H
 
 // due lists up to limit deliveries whose newest attempt is neither
 // delivered nor failed and whose next attempt time has come, oldest first.
+// A delivery without attempts joins no row: with join_use_nulls 0 (the
+// default) its state is the empty string and next_ns 0, so it is due at
+// once. The joined subqueries need aliases (joined_subquery_requires_alias
+// is on by default on every supported server: code 206 without them).
 func due(ctx context.Context, db Store, now time.Time, lookback time.Duration, limit int) ([]pending, error) {
 	since := now.Add(-lookback).Unix()
 	rows, err := db.Conn().Query(ctx, `SELECT delivery_id, receiver, incident_id, version, event, created_ns, attempts
@@ -59,14 +63,14 @@ FROM
     FROM alert_outbox
     WHERE created_at >= toDateTime(?)
     GROUP BY delivery_id, receiver
-)
+) AS o
 ANY LEFT JOIN
 (
     SELECT delivery_id, receiver, count() AS attempts, argMax(state, attempted_ns) AS state, argMax(next_attempt_ns, attempted_ns) AS next_ns
     FROM alert_attempts
     WHERE attempted_at >= toDateTime(?)
     GROUP BY delivery_id, receiver
-) USING (delivery_id, receiver)
+) AS a USING (delivery_id, receiver)
 WHERE state NOT IN ('delivered', 'failed') AND next_ns <= ?
 ORDER BY created_ns, delivery_id, receiver
 LIMIT ?`, since, since, uint64(now.UnixNano()), limit)

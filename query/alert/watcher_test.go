@@ -29,8 +29,17 @@ func TestWatcher(t *testing.T) {
 		row("inc-ok", 1, "ok", "", "", zero),
 		{"inc-old", uint64(1), "firing", now.Add(-72 * time.Hour), now.Add(-72 * time.Hour), zero, "gpu.power_cap", string(testPayload("inc-old", "gpu.power_cap", "n"))}, // outside the lookback
 	}
-	if err := st.Insert(context.Background(), tbl, rows); err != nil {
+	// One insert per version, as the causal stage writes them: ClickHouse
+	// collapses the versions of an incident that arrive in one block
+	// (ReplacingMergeTree with optimize_on_insert), and later in a merge, which
+	// is stopped here so that the scan sees every version.
+	if err := st.Conn().Exec(context.Background(), "SYSTEM STOP MERGES incidents"); err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := st.Insert(context.Background(), tbl, [][]any{r}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"})
 	d := newTestDispatcher(t, st, cfg, clk, 1)
