@@ -274,6 +274,9 @@ const (
 type Analysis struct {
 	Incident Incident
 	Breach   Breach
+	// Insufficient is set when the window held too few requests to judge
+	// the quantile (no breach can be declared either way).
+	Insufficient bool
 	// BaselineSource says where the baseline came from (Baseline*).
 	BaselineSource string
 	// WindowQuantile and BaselineQuantile are the SLO quantile with its

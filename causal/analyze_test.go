@@ -195,12 +195,12 @@ func TestAnalyzeNoFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	for at := 15 * time.Minute; at <= time.Hour; at += 5 * time.Minute {
-		tr, err := lc.Evaluate(ctx, SLO{Scope: llama}, synthStart.Add(at))
+		trs, err := lc.Evaluate(ctx, SLO{Scope: llama}, synthStart.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tr.Kind != TransitionNone {
-			t.Errorf("at %v: %s %+v", at, tr.Kind, tr.Record.Incident.Culprits)
+		for _, tr := range trs {
+			t.Errorf("at %v: %s %+v %+v", at, tr.Kind, tr.Analysis.Incident.Breach, tr.Analysis.Incident.Culprits)
 		}
 	}
 	recs, err := LoadIncidents(ctx, StoreDB(st), "")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,23 +13,40 @@ import (
 
 // LifecycleConfig tunes the scheduled mode.
 type LifecycleConfig struct {
-	// Window is the stretch each evaluation analyzes (10m).
+	// Window is the longest stretch an evaluation analyzes (10m), and the
+	// stretch over which the request rate is measured to size it.
 	Window time.Duration
-	// Interval is the time between evaluations of one scope (1m).
+	// MinWindow is the shortest (1m).
+	MinWindow time.Duration
+	// WindowRequests sizes the window by request count, not minutes
+	// (3000): the window is the stretch, back from its end, expected to
+	// hold that many requests of the scope at the rate of the last Window,
+	// clamped to [MinWindow, Window]. A busy model is judged on its last
+	// minute, a quiet one on enough requests for its P99.
+	WindowRequests int
+	// Interval is the time between evaluations (15s).
 	Interval time.Duration
-	// Lag ends each window this long before now (2m): enrich writes a
-	// request once its metric samples have arrived (its max-wait), so the
-	// newest minutes are still filling.
+	// Lag is the least time a window ends before now (5s). The window
+	// also ends no later than the data: the newest request end written for
+	// the scope (the enricher writes a request once its metric samples
+	// have arrived, a few seconds behind; replayed or stalled input moves
+	// the window with it instead of judging minutes that hold no rows yet).
 	Lag time.Duration
 	// ResolveAfter is the number of consecutive evaluations without a
-	// breach after which an open incident resolves (3).
+	// breach after which an open incident resolves (3). An evaluation with
+	// too few requests to judge keeps the current state.
 	ResolveAfter int
+	// UpdateAfter is the number of consecutive evaluations a new top
+	// culprit must hold before the incident is updated (2): hysteresis, so
+	// that two near-equal culprits alternating do not re-page.
+	UpdateAfter int
 }
 
 // DefaultLifecycleConfig returns the defaults documented on
 // LifecycleConfig.
 func DefaultLifecycleConfig() LifecycleConfig {
-	return LifecycleConfig{Window: 10 * time.Minute, Interval: time.Minute, Lag: 2 * time.Minute, ResolveAfter: 3}
+	return LifecycleConfig{Window: 10 * time.Minute, MinWindow: time.Minute, WindowRequests: 3000, Interval: 15 * time.Second,
+		Lag: 5 * time.Second, ResolveAfter: 3, UpdateAfter: 2}
 }
 
 // Validate reports configuration mistakes.
@@ -37,11 +55,20 @@ func (c LifecycleConfig) Validate() error {
 	if c.Window <= 0 || c.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("window %v and interval %v must be > 0", c.Window, c.Interval))
 	}
+	if c.MinWindow < 0 || c.MinWindow > c.Window {
+		errs = append(errs, fmt.Errorf("min window %v must be in [0, window %v]", c.MinWindow, c.Window))
+	}
+	if c.WindowRequests < 0 {
+		errs = append(errs, fmt.Errorf("window requests %d must be >= 0 (0: always the whole window)", c.WindowRequests))
+	}
 	if c.Lag < 0 {
 		errs = append(errs, fmt.Errorf("lag %v must be >= 0", c.Lag))
 	}
 	if c.ResolveAfter < 1 {
 		errs = append(errs, fmt.Errorf("resolve after %d evaluations: must be >= 1", c.ResolveAfter))
+	}
+	if c.UpdateAfter < 1 {
+		errs = append(errs, fmt.Errorf("update after %d evaluations: must be >= 1", c.UpdateAfter))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid lifecycle config: %w", err)
@@ -57,11 +84,11 @@ const (
 	TransitionResolve = "resolve"
 )
 
-// Transition is what one evaluation did.
+// Transition is what one evaluation did to one incident.
 type Transition struct {
 	Kind     string          // Transition*
 	Record   *IncidentRecord // the version written (nil for TransitionNone)
-	Analysis *Analysis
+	Analysis *Analysis       // nil for a resolve (no breach was found)
 }
 
 // openIncident is the lifecycle's memory of an incident that has not
@@ -71,17 +98,24 @@ type openIncident struct {
 	last     Incident  // newest firing document (written or not)
 	baseline *Interval // pinned at open: later windows compare with it
 	okStreak int
+	// pending is a new top culprit seen in the last pendingN evaluations
+	// in a row, not yet written (UpdateAfter).
+	pending  string
+	pendingN int
 }
 
-// Lifecycle runs the scheduled mode: per SLO scope, evaluate the newest
-// window every interval; open an incident on a breach, write a new version
-// when the top culprit changes, resolve after ResolveAfter evaluations in a
-// row without a breach. One Lifecycle per process; Evaluate and Run must
-// not be called concurrently.
+// Lifecycle runs the scheduled mode: per scope, every interval, sweep the
+// newest window (Analyzer.Sweep: the scope's quantile, and every engine
+// and host of it against its peers); open one incident per breach (the
+// scope, or an entity far worse than its peers), write a new version when
+// the top culprit changed and held, resolve after ResolveAfter
+// evaluations in a row without that breach. One Lifecycle per process;
+// Evaluate and Run must not be called concurrently.
 //
-// While an incident is open its baseline stays the one found when it
-// opened: the stretch before the breach. A sliding "preceding hour" would
-// soon be breached itself and hide the cause.
+// While a scope-level incident is open its baseline stays the one found
+// when it opened: the stretch before the breach. A sliding "preceding
+// hour" would soon be breached itself and hide the cause. Later windows
+// start no earlier than the pinned baseline's end.
 type Lifecycle struct {
 	an      *Analyzer
 	db      DB
@@ -90,14 +124,20 @@ type Lifecycle struct {
 	open    map[string]*openIncident
 	openN   atomic.Int64
 	observe func(Evaluation)
+	// last is the cost of the newest Evaluate (for OnEvaluation).
+	lastQueries int
+	lastQTime   time.Duration
 }
 
 // Evaluation is one Evaluate call of a Round, as OnEvaluation reports it.
 type Evaluation struct {
-	SLO        SLO
-	Duration   time.Duration // wall time of the evaluation (attribution latency)
-	Transition Transition    // Analysis is nil when Err is set
-	Err        error
+	SLO         SLO
+	Duration    time.Duration // wall time of the evaluation (attribution latency)
+	Transitions []Transition
+	// Queries and QueryTime are the ClickHouse queries the evaluation sent.
+	Queries   int
+	QueryTime time.Duration
+	Err       error
 }
 
 // OnEvaluation sets f to be called after every evaluation of Round (and
@@ -109,10 +149,14 @@ func (l *Lifecycle) OnEvaluation(f func(Evaluation)) { l.observe = f }
 // runs.
 func (l *Lifecycle) OpenCount() int { return int(l.openN.Load()) }
 
-// NewLifecycle returns a Lifecycle writing incidents through db.
+// NewLifecycle returns a Lifecycle writing incidents through db. Zero
+// MinWindow, UpdateAfter take their defaults.
 func NewLifecycle(an *Analyzer, db DB, cfg LifecycleConfig) (*Lifecycle, error) {
 	if an == nil || db == nil {
 		return nil, errors.New("new lifecycle: nil analyzer or store")
+	}
+	if cfg.UpdateAfter == 0 {
+		cfg.UpdateAfter = 1
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -128,6 +172,15 @@ func lifecycleKey(slo SLO) string {
 	return ScopeString(slo.Scope) + "|" + sig
 }
 
+// breachKey names one breach of a scope: the scope itself, or the entity.
+func breachKey(slo SLO, w *Where) string {
+	k := lifecycleKey(slo)
+	if w == nil || w.Level == LevelScope {
+		return k + "|scope"
+	}
+	return k + "|" + w.Level + ":" + w.Entity.Host + "/" + w.Entity.Pod + "/" + w.Entity.Engine
+}
+
 // Load reads the incidents still firing from the store, so that a
 // restarted process continues them (same ids, next versions) instead of
 // opening new ones.
@@ -138,10 +191,10 @@ func (l *Lifecycle) Load(ctx context.Context) error {
 	}
 	for _, rec := range recs {
 		o := &openIncident{rec: rec, last: rec.Incident}
-		if b := rec.Incident.Baseline; b.End.After(b.Start) {
+		if b := rec.Incident.Baseline; b.End.After(b.Start) && (rec.Incident.Breach == nil || rec.Incident.Breach.Level == LevelScope) {
 			o.baseline = &b
 		}
-		l.open[lifecycleKey(rec.Incident.SLO)] = o
+		l.open[breachKey(rec.Incident.SLO, rec.Incident.Breach)] = o
 	}
 	l.openN.Store(int64(len(l.open)))
 	return nil
@@ -153,71 +206,164 @@ func (l *Lifecycle) Open() []string {
 	for _, k := range sortedKeys(l.open) {
 		ids = append(ids, l.open[k].rec.Incident.IncidentID)
 	}
+	sort.Strings(ids)
 	return ids
 }
 
-// Evaluate analyzes the window ending Lag before now for slo and applies
-// the lifecycle rules.
-func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) (Transition, error) {
-	end := now.Add(-l.cfg.Lag).UTC().Truncate(time.Second)
-	req := Request{SLO: slo, Window: Interval{Start: end.Add(-l.cfg.Window), End: end}}
-	key := lifecycleKey(slo)
-	defer func() { l.openN.Store(int64(len(l.open))) }()
-	o := l.open[key]
-	if o != nil {
-		req.Baseline = o.baseline
-		req.IncidentID = o.rec.Incident.IncidentID
+// window picks the evaluation's window for slo at now: it ends Lag before
+// now and no later than the newest request end of the scope; its length
+// follows the request rate (WindowRequests).
+func (l *Lifecycle) window(ctx context.Context, slo SLO, now time.Time) (Interval, bool, error) {
+	end := now.Add(-l.cfg.Lag)
+	since := end.Add(-l.cfg.Window)
+	y := "e2e_ms"
+	if out, ok := l.an.dag.Outcome(orDefault(slo.Signal, "e2e_latency")); ok {
+		y = out.Covariate()
 	}
-	an, err := l.an.Analyze(ctx, req)
+	where := scopeWhere(slo.Scope) + " AND isFinite(" + y + ") AND " + prune(Interval{Start: since, End: end}) + " AND " + inInterval(Interval{Start: since, End: end})
+	v, err := queryFloats(ctx, l.an.db, "window", "SELECT toFloat64(count()), toFloat64(max(end_ns)) FROM "+l.an.cfg.Table+" FINAL WHERE "+where, 2)
 	if err != nil {
-		return Transition{}, fmt.Errorf("evaluate %s: %w", key, err)
+		return Interval{}, false, fmt.Errorf("size the window of %s: %w", ScopeString(slo.Scope), err)
 	}
+	n, newest := v[0], v[1]
+	if n == 0 {
+		return Interval{}, false, nil
+	}
+	if t := time.Unix(0, int64(newest)); t.Before(end) {
+		end = t
+	}
+	end = end.UTC().Truncate(time.Second)
+	length := l.cfg.Window
+	if l.cfg.WindowRequests > 0 {
+		length = time.Duration(float64(l.cfg.Window) * float64(l.cfg.WindowRequests) / n)
+		length = min(max(length, l.cfg.MinWindow), l.cfg.Window)
+	}
+	return Interval{Start: end.Add(-length.Round(time.Second)), End: end}, true, nil
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// Evaluate sweeps the newest window of slo's scope and applies the
+// lifecycle rules to every breach found and every incident of the scope
+// still open.
+func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Transition, error) {
+	defer func() { l.openN.Store(int64(len(l.open))) }()
+	l.lastQueries, l.lastQTime = 1, 0
+	win, ok, err := l.window(ctx, slo, now)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, nil // no data: keep the current state
+	}
+	req := SweepRequest{SLO: slo, Window: win}
+	scopeKey := breachKey(slo, nil)
+	if o := l.open[scopeKey]; o != nil && o.baseline != nil {
+		b := *o.baseline
+		req.Baseline = &b
+		if b.End.After(req.Window.Start) {
+			req.Window.Start = b.End // the breach part only: never overlap the pinned baseline
+		}
+		if !req.Window.End.After(req.Window.Start) {
+			return nil, nil
+		}
+	}
+	sw, err := l.an.Sweep(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %s: %w", lifecycleKey(slo), err)
+	}
+	l.lastQueries, l.lastQTime = l.lastQueries+sw.Queries, sw.QueryTime
+	if len(sw.Insufficient) > 0 && len(sw.Breaches) == 0 {
+		return nil, nil // too few requests to judge: keep the current state
+	}
+	var out []Transition
+	seen := map[string]bool{}
+	for _, an := range sw.Breaches {
+		key := breachKey(slo, an.Incident.Breach)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		tr, err := l.apply(ctx, key, an, now)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, tr)
+	}
+	prefix := lifecycleKey(slo) + "|"
+	for _, key := range sortedKeys(l.open) {
+		if seen[key] || !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		o := l.open[key]
+		o.okStreak++
+		o.pending, o.pendingN = "", 0
+		if o.okStreak < l.cfg.ResolveAfter {
+			continue
+		}
+		// The resolved version keeps the culprits of the newest version
+		// written: what the incident was about.
+		in := o.rec.Incident
+		rec := IncidentRecord{Incident: in, Version: o.rec.Version + 1, State: StateResolved, OpenedAt: o.rec.OpenedAt, UpdatedAt: now, ResolvedAt: now}
+		if err := WriteIncident(ctx, l.db, rec); err != nil {
+			return out, err
+		}
+		delete(l.open, key)
+		out = append(out, Transition{Kind: TransitionResolve, Record: &rec})
+		l.log.Info("incident resolved", "incident", in.IncidentID, "version", rec.Version, "after", l.cfg.ResolveAfter)
+	}
+	return out, nil
+}
+
+// apply is one breach's open or update.
+func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now time.Time) (Transition, error) {
 	tr := Transition{Analysis: an}
-	firing := an.Incident.Status == StatusFiring
-	switch {
-	case firing && o == nil:
+	o := l.open[key]
+	if o == nil {
 		rec := IncidentRecord{Incident: an.Incident, Version: 1, State: StateFiring, OpenedAt: now, UpdatedAt: now}
 		if err := WriteIncident(ctx, l.db, rec); err != nil {
 			return tr, err
 		}
 		o = &openIncident{rec: rec, last: an.Incident}
-		if an.BaselineSource != BaselineNone {
+		if an.BaselineSource != BaselineNone && (an.Incident.Breach == nil || an.Incident.Breach.Level == LevelScope) {
 			b := an.Incident.Baseline
 			o.baseline = &b
 		}
 		l.open[key] = o
 		tr.Kind, tr.Record = TransitionOpen, &rec
-		l.log.Info("incident opened", "incident", rec.Incident.IncidentID, "scope", key, "top", TopCulprit(rec.Incident))
-	case firing:
-		o.okStreak = 0
-		o.last = an.Incident
-		top := TopCulprit(an.Incident)
-		if !topChanged(o.rec.Incident, an.Incident) {
-			return tr, nil
-		}
-		rec := IncidentRecord{Incident: an.Incident, Version: o.rec.Version + 1, State: StateFiring, OpenedAt: o.rec.OpenedAt, UpdatedAt: now}
-		if err := WriteIncident(ctx, l.db, rec); err != nil {
-			return tr, err
-		}
-		l.log.Info("incident updated", "incident", rec.Incident.IncidentID, "version", rec.Version, "top", top, "was", TopCulprit(o.rec.Incident))
-		o.rec = rec
-		tr.Kind, tr.Record = TransitionUpdate, &rec
-	case o != nil:
-		o.okStreak++
-		if o.okStreak < l.cfg.ResolveAfter {
-			return tr, nil
-		}
-		// The resolved version keeps the culprits of the newest firing
-		// evaluation that changed them: what the incident was about.
-		in := o.rec.Incident
-		rec := IncidentRecord{Incident: in, Version: o.rec.Version + 1, State: StateResolved, OpenedAt: o.rec.OpenedAt, UpdatedAt: now, ResolvedAt: now}
-		if err := WriteIncident(ctx, l.db, rec); err != nil {
-			return tr, err
-		}
-		delete(l.open, key)
-		tr.Kind, tr.Record = TransitionResolve, &rec
-		l.log.Info("incident resolved", "incident", in.IncidentID, "version", rec.Version, "after", l.cfg.ResolveAfter)
+		l.log.Info("incident opened", "incident", rec.Incident.IncidentID, "breach", key, "top", TopCulprit(rec.Incident))
+		return tr, nil
 	}
+	o.okStreak = 0
+	// The incident keeps its id whatever window found it again.
+	an.Incident.IncidentID = o.rec.Incident.IncidentID
+	o.last = an.Incident
+	if !topChanged(o.rec.Incident, an.Incident) {
+		o.pending, o.pendingN = "", 0
+		return tr, nil
+	}
+	top := TopCulprit(an.Incident)
+	if top == o.pending {
+		o.pendingN++
+	} else {
+		o.pending, o.pendingN = top, 1
+	}
+	if o.pendingN < l.cfg.UpdateAfter {
+		return tr, nil
+	}
+	rec := IncidentRecord{Incident: an.Incident, Version: o.rec.Version + 1, State: StateFiring, OpenedAt: o.rec.OpenedAt, UpdatedAt: now}
+	if err := WriteIncident(ctx, l.db, rec); err != nil {
+		return tr, err
+	}
+	l.log.Info("incident updated", "incident", rec.Incident.IncidentID, "version", rec.Version, "top", top, "was", TopCulprit(o.rec.Incident))
+	o.rec = rec
+	o.pending, o.pendingN = "", 0
+	tr.Kind, tr.Record = TransitionUpdate, &rec
 	return tr, nil
 }
 
@@ -278,15 +424,14 @@ func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO
 			return out
 		}
 		t0 := time.Now()
-		tr, err := l.Evaluate(ctx, s, now)
+		trs, err := l.Evaluate(ctx, s, now)
 		if l.observe != nil {
-			l.observe(Evaluation{SLO: s, Duration: time.Since(t0), Transition: tr, Err: err})
+			l.observe(Evaluation{SLO: s, Duration: time.Since(t0), Transitions: trs, Queries: l.lastQueries, QueryTime: l.lastQTime, Err: err})
 		}
+		out = append(out, trs...)
 		if err != nil {
 			l.log.Error("causal evaluation failed", "scope", lifecycleKey(s), "err", err)
-			continue
 		}
-		out = append(out, tr)
 	}
 	return out
 }

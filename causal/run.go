@@ -423,6 +423,7 @@ func (r *run) result() *Analysis {
 		in.Baseline = Interval{Start: r.win.Start, End: r.win.Start}
 	}
 	an := &Analysis{
+		Insufficient:     r.insufficient,
 		Breach:           r.breach,
 		BaselineSource:   r.baseSource,
 		WindowQuantile:   r.winQ,

@@ -61,6 +61,8 @@ type SweepResult struct {
 	Breaches []*Analysis
 	// Scopes are the scopes examined, in the order examined.
 	Scopes []map[string]string
+	// Insufficient are the scopes with too few window requests to judge.
+	Insufficient []map[string]string
 	// Notes are remarks about the sweep itself.
 	Notes []string
 	// Queries counts the SQL queries sent; QueryTime their total latency.
@@ -131,6 +133,9 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
 		}
 		res.Scopes = append(res.Scopes, sc)
+		if an.Insufficient {
+			res.Insufficient = append(res.Insufficient, sc)
+		}
 		res.Queries += an.Queries
 		res.QueryTime += an.QueryTime
 		s := &scoped{sc: sc, an: an}
@@ -383,23 +388,27 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 // pickEntityBreaches keeps the entities significantly (p ≤ alpha) and
 // materially (own quantile above the peers' by the margin) worse than
 // their peers. A host is a breach of its own when at least two of its
-// engines in the scope are, or when none is (the slowness is spread over
-// its engines); a host with one breached engine is that engine's matter.
-// Most severe first.
+// engines in the scope are elevated (each worse than its peers, p ≤ 0.05
+// and half the margin, breached or not): the slowness is the host's. A host
+// whose excess comes from one engine is that engine's matter. Most severe
+// first.
 func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 	bad := func(e *screened) bool {
 		return e.tested && e.pval <= alpha && e.k >= 5 && e.quantile > e.peerQ*(1+margin)
 	}
-	engOnHost := map[string]int{}
+	elevated := func(e *screened) bool {
+		return e.tested && e.pval <= 0.05 && e.quantile > e.peerQ*(1+margin/2)
+	}
+	elevatedOnHost := map[string]int{}
 	for _, e := range all {
-		if e.kind == LevelEngine && bad(e) {
-			engOnHost[e.ent.Host]++
+		if e.kind == LevelEngine && elevated(e) {
+			elevatedOnHost[e.ent.Host]++
 		}
 	}
 	var out []*screened
 	hostBreach := map[string]bool{}
 	for _, e := range all {
-		if e.kind == LevelHost && bad(e) && e.engines >= 2 && engOnHost[e.ent.Host] != 1 {
+		if e.kind == LevelHost && bad(e) && e.engines >= 2 && elevatedOnHost[e.ent.Host] >= 2 {
 			hostBreach[e.ent.Host] = true
 			out = append(out, e)
 		}

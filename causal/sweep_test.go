@@ -160,6 +160,7 @@ func TestPickEntityBreaches(t *testing.T) {
 		{"one slow engine: the engine, not its host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-9, 2)}, []string{"engine:h1/a"}},
 		{"two slow engines of a host: the host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 1e-9, 3000, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
 		{"slowness spread thin: the host", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.01, 1300, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
+		{"a host's excess from one mild engine: nothing", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-9, 2)}, nil},
 		{"significant but small: none", []*screened{eng("h1", "a", 1e-9, 1100, 1000)}, nil},
 		{"large but not significant: none", []*screened{eng("h1", "a", 0.01, 3000, 1000)}, nil},
 		{"untested (no peers): none", []*screened{{kind: LevelEngine, key: "x", n: 1000, k: 50, pval: 0, quantile: 3000}}, nil},

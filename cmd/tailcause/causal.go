@@ -30,9 +30,12 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	of.register(fs, e)
 	lcfg := causal.DefaultLifecycleConfig()
 	fs.DurationVar(&lcfg.Interval, "interval", lcfg.Interval, "time between evaluations")
-	fs.DurationVar(&lcfg.Window, "window", lcfg.Window, "window each evaluation analyzes")
-	fs.DurationVar(&lcfg.Lag, "lag", lcfg.Lag, "end each window this long before now (the enricher's join delay)")
-	fs.IntVar(&lcfg.ResolveAfter, "resolve-after", lcfg.ResolveAfter, "resolve an incident after this many evaluations in a row without a breach")
+	fs.DurationVar(&lcfg.Window, "window", lcfg.Window, "longest window an evaluation analyzes")
+	fs.DurationVar(&lcfg.MinWindow, "min-window", lcfg.MinWindow, "shortest window an evaluation analyzes")
+	fs.IntVar(&lcfg.WindowRequests, "window-requests", lcfg.WindowRequests, "size each window to hold about this many requests of its scope, within [min-window, window] (0: always --window)")
+	fs.DurationVar(&lcfg.Lag, "lag", lcfg.Lag, "end each window at least this long before now; it also ends no later than the newest request written (the enricher's progress)")
+	fs.IntVar(&lcfg.ResolveAfter, "resolve-after", lcfg.ResolveAfter, "resolve an incident after this many evaluations in a row without its breach (too few requests keeps the state)")
+	fs.IntVar(&lcfg.UpdateAfter, "update-after", lcfg.UpdateAfter, "write a new top culprit once it has held for this many evaluations in a row")
 	fs.Var(&scopes, "scope", "k=v[,k=v]: one scope to watch (repeatable: one scope each); default: one per --scope-by value seen recently")
 	scopeBy := fs.String("scope-by", "model", "column whose values become scopes when no --scope is given")
 	baseline := fs.Duration("baseline", causal.DefaultConfig().BaselineLength, "default baseline: this long before the window")
@@ -89,8 +92,15 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		for _, tr := range lc.Round(ctx, slos, time.Now()) {
-			in := tr.Analysis.Incident
-			line := fmt.Sprintf("%-12s %s P%g %.0f ms (baseline %.0f ms)", orDefault(causal.ScopeString(in.SLO.Scope), "(all)"), in.Status, 100*in.SLO.Quantile, in.ObservedP99MS, in.BaselineP99MS)
+			in := tr.Record.Incident
+			if tr.Analysis != nil {
+				in = tr.Analysis.Incident
+			}
+			where := "scope"
+			if in.Breach != nil && in.Breach.Level != causal.LevelScope {
+				where = in.Breach.Level + " " + causal.EntityString(in.Breach.Entity)
+			}
+			line := fmt.Sprintf("%-12s %s %s P%g %.0f ms (baseline %.0f ms)", orDefault(causal.ScopeString(in.SLO.Scope), "(all)"), where, in.Status, 100*in.SLO.Quantile, in.ObservedP99MS, in.BaselineP99MS)
 			if tr.Kind != causal.TransitionNone {
 				line += fmt.Sprintf("  %s %s v%d", tr.Kind, tr.Record.Incident.IncidentID, tr.Record.Version)
 			}
@@ -155,13 +165,13 @@ func causalCollectors(lc *causal.Lifecycle) []prometheus.Collector {
 			return
 		}
 		evals.WithLabelValues("ok").Inc()
-		if ev.Transition.Kind != causal.TransitionNone {
-			trans.WithLabelValues(ev.Transition.Kind).Inc()
+		for _, tr := range ev.Transitions {
+			if tr.Kind != causal.TransitionNone {
+				trans.WithLabelValues(tr.Kind).Inc()
+			}
 		}
-		if an := ev.Transition.Analysis; an != nil {
-			queries.Add(float64(an.Queries))
-			qsec.Add(an.QueryTime.Seconds())
-		}
+		queries.Add(float64(ev.Queries))
+		qsec.Add(ev.QueryTime.Seconds())
 	})
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tailcause_causal_open_incidents",
