@@ -20,7 +20,7 @@ func requestsColumns(t *testing.T) []string {
 	}
 	colLine := regexp.MustCompile(`^\s+([a-z_][a-z0-9_]*)\s+[A-Z]`)
 	for _, m := range ms {
-		stmts, err := m.Statements(schemas.Legacy)
+		stmts, err := m.Statements(schemas.DefaultOptions())
 		if err != nil {
 			t.Fatal(err)
 		}

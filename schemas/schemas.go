@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 )
 
 //go:embed clickhouse/*.sql kafka/topics.json
@@ -21,11 +22,10 @@ var files embed.FS
 // ServerVersion is a ClickHouse server version, major.minor.
 type ServerVersion struct{ Major, Minor int }
 
-// Legacy is the oldest server the schema supports (Debian's 18.16).
-var Legacy = ServerVersion{18, 16}
-
-// Modern is the first version that gets the better rendering.
-var Modern = ServerVersion{22, 8}
+// MinServer is the oldest ClickHouse the schema and every query support:
+// 24.8, the oldest maintained (LTS) release. Older servers are refused at
+// connection time (internal/chstore).
+var MinServer = ServerVersion{24, 8}
 
 // ParseServerVersion parses what SELECT version() returns ("18.16.1", "24.3.2.23").
 func ParseServerVersion(s string) (ServerVersion, error) {
@@ -51,18 +51,59 @@ func (v ServerVersion) AtLeast(o ServerVersion) bool {
 
 func (v ServerVersion) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
+// DefaultTTL is how long the telemetry tables keep rows by default.
+const DefaultTTL = 30 * 24 * time.Hour
+
+// Options are the deployment parameters of the rendering.
+type Options struct {
+	// TTL is how long the telemetry tables (requests, token_stalls,
+	// gpu_samples, engine_samples) keep a row, counted from its event time
+	// (start_time, time). The operational tables have fixed TTLs
+	// (rejected_input 7 days, incidents and culprits 365, the alert outbox
+	// 90). 0 renders no TTL at all: every row is kept. ClickHouse deletes a row
+	// inserted older than the TTL right away (in the TTL merge after the
+	// insert), so data replayed from further back needs a database created
+	// with a longer TTL or none.
+	TTL time.Duration
+}
+
+// DefaultOptions renders with DefaultTTL.
+func DefaultOptions() Options { return Options{TTL: DefaultTTL} }
+
+// Validate reports an option ClickHouse cannot express.
+func (o Options) Validate() error {
+	if o.TTL < 0 || o.TTL%time.Second != 0 {
+		return fmt.Errorf("ttl %v: want 0 (none) or a positive whole number of seconds", o.TTL)
+	}
+	return nil
+}
+
+// TTLInterval renders a TTL as a ClickHouse interval ("30 DAY", "36 HOUR",
+// "90 SECOND"), in the largest unit that divides it.
+func TTLInterval(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + " DAY"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + " HOUR"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + " MINUTE"
+	}
+	return strconv.FormatInt(int64(d/time.Second), 10) + " SECOND"
+}
+
 // Migration is one numbered migration file.
 type Migration struct {
 	Version  int
 	Name     string
-	Checksum string // sha256 of the template source: the same on every server version
+	Checksum string // sha256 of the template source: the same whatever the Options
 	source   string
 }
 
-// Statements renders the migration for a server and splits it into single
-// statements (the native protocol runs one at a time).
-func (m Migration) Statements(v ServerVersion) ([]string, error) {
-	out, err := render(m.Name, m.source, v)
+// Statements renders the migration and splits it into single statements
+// (the native protocol runs one at a time).
+func (m Migration) Statements(o Options) ([]string, error) {
+	out, err := render(m.Name, m.source, o)
 	if err != nil {
 		return nil, err
 	}
@@ -102,20 +143,20 @@ func Migrations() ([]Migration, error) {
 	return ms, nil
 }
 
-// RenderAll renders every migration for a server version, concatenated; used
-// by golden tests and `tailcause migrate --print`.
-func RenderAll(v ServerVersion) (string, error) {
+// RenderAll renders every migration, concatenated; used by golden tests and
+// `tailcause migrate --print`.
+func RenderAll(o Options) (string, error) {
 	ms, err := Migrations()
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	for _, m := range ms {
-		stmts, err := m.Statements(v)
+		stmts, err := m.Statements(o)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "-- %s (server %s)\n", m.Name, v)
+		fmt.Fprintf(&b, "-- %s\n", m.Name)
 		for _, s := range stmts {
 			b.WriteString(s)
 			b.WriteString(";\n\n")
@@ -124,38 +165,27 @@ func RenderAll(v ServerVersion) (string, error) {
 	return b.String(), nil
 }
 
-func render(name, src string, v ServerVersion) (string, error) {
-	modern := v.AtLeast(Modern)
+func render(name, src string, o Options) (string, error) {
+	if err := o.Validate(); err != nil {
+		return "", fmt.Errorf("render migration %s: %w", name, err)
+	}
 	funcs := template.FuncMap{
-		// lc wraps a type in LowCardinality on modern servers.
-		"lc": func(t string) string {
-			if modern {
-				return "LowCardinality(" + t + ")"
+		// ttl is the table TTL clause of a telemetry table on the event-time
+		// column col, or nothing when Options.TTL is 0.
+		"ttl": func(col string) string {
+			if o.TTL == 0 {
+				return ""
 			}
-			return t
+			return "\nTTL " + col + " + INTERVAL " + TTLInterval(o.TTL)
 		},
-		// codec adds a column codec on modern servers.
-		"codec": func(c string) string {
-			if modern {
-				return " CODEC(" + c + ")"
+		// fixedTTL is the fixed TTL of an operational table (rejected
+		// input, incidents, alerts), or nothing when Options.TTL is 0.
+		"fixedTTL": func(expr string) string {
+			if o.TTL == 0 {
+				return ""
 			}
-			return ""
+			return "\nTTL " + expr
 		},
-		// ttl adds a table TTL on modern servers.
-		"ttl": func(expr string) string {
-			if modern {
-				return "\nTTL " + expr
-			}
-			return ""
-		},
-		// index adds a data-skipping index (as a column-list entry) on modern servers.
-		"index": func(def string) string {
-			if modern {
-				return ",\n    INDEX " + def
-			}
-			return ""
-		},
-		"modern": func() bool { return modern },
 	}
 	t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(src)
 	if err != nil {
@@ -163,7 +193,7 @@ func render(name, src string, v ServerVersion) (string, error) {
 	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, nil); err != nil {
-		return "", fmt.Errorf("render migration %s for %s: %w", name, v, err)
+		return "", fmt.Errorf("render migration %s: %w", name, err)
 	}
 	return buf.String(), nil
 }

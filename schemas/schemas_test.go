@@ -9,57 +9,78 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// TestRenderGolden pins both renderings of every migration.
+// TestRenderGolden pins the rendering of every migration (default options).
 func TestRenderGolden(t *testing.T) {
-	for _, v := range []ServerVersion{Legacy, Modern} {
-		got, err := RenderAll(v)
-		if err != nil {
+	got, err := RenderAll(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "render.sql")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("testdata", "render-"+v.String()+".sql")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./schemas -update)", err)
-		}
-		if got != string(want) {
-			t.Errorf("rendering for %s differs from %s; rerun with -update if intended", v, path)
-		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./schemas -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("rendering differs from %s; rerun with -update if intended", path)
 	}
 }
 
-// TestLegacyRenderingAvoidsNewFeatures: nothing 18.16 lacks reaches it.
-func TestLegacyRenderingAvoidsNewFeatures(t *testing.T) {
-	legacy, err := RenderAll(Legacy)
+// TestRenderTTL: the telemetry tables get the configured TTL on their
+// event-time column and the operational tables their fixed ones; TTL 0
+// renders none; the columns never change with the options.
+func TestRenderTTL(t *testing.T) {
+	def, err := RenderAll(DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"LowCardinality", "CODEC", "TTL ", "INDEX ", "DateTime64", "Map(", "JSONExtract", "toStartOfInterval"} {
-		if strings.Contains(legacy, bad) {
-			t.Errorf("the 18.16 rendering contains %q", bad)
+	for _, good := range []string{"LowCardinality(String)", "CODEC(Delta, ZSTD(1))", "INDEX idx_trace trace_id TYPE bloom_filter",
+		"ORDER BY (model, service, start_time, uid)\nTTL start_time + INTERVAL 30 DAY;",
+		"ORDER BY (host, gpu, metric, time_ns)\nTTL time + INTERVAL 30 DAY;",
+		"TTL received_at + INTERVAL 7 DAY", "TTL opened_at + INTERVAL 365 DAY", "TTL created_at + INTERVAL 90 DAY"} {
+		if !strings.Contains(def, good) {
+			t.Errorf("the default rendering lacks %q", good)
 		}
 	}
-	modern, err := RenderAll(ServerVersion{24, 8})
+	if n := strings.Count(def, "INTERVAL 30 DAY"); n != 4 {
+		t.Errorf("%d tables with the 30-day TTL, want the 4 telemetry tables", n)
+	}
+	none, err := RenderAll(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, good := range []string{"LowCardinality(String)", "CODEC(Delta, ZSTD(1))", "TTL start_time + INTERVAL 30 DAY", "INDEX idx_trace trace_id TYPE bloom_filter"} {
-		if !strings.Contains(modern, good) {
-			t.Errorf("the 24.8 rendering lacks %q", good)
+	if strings.Contains(none, "\nTTL ") {
+		t.Errorf("TTL 0 must render no TTL at all:\n%s", none)
+	}
+	odd, err := RenderAll(Options{TTL: 36 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(odd, "INTERVAL 36 HOUR") != 4 {
+		t.Error("a 36h TTL is not rendered in hours on the 4 telemetry tables")
+	}
+	if a, b := columnsOf(t, def), columnsOf(t, none); !equal(a, b) {
+		t.Errorf("renderings disagree on columns:\n%v\n%v", a, b)
+	}
+	for _, bad := range []Options{{TTL: -time.Hour}, {TTL: 1500 * time.Millisecond}} {
+		if _, err := RenderAll(bad); err == nil {
+			t.Errorf("TTL %v accepted", bad.TTL)
 		}
 	}
-	// Both renderings create the same tables with the same columns, in order.
-	if a, b := columnsOf(t, legacy), columnsOf(t, modern); !equal(a, b) {
-		t.Errorf("renderings disagree on columns:\n18.16: %v\n24.8:  %v", a, b)
+	for d, want := range map[time.Duration]string{30 * 24 * time.Hour: "30 DAY", 36 * time.Hour: "36 HOUR", 90 * time.Minute: "90 MINUTE", 61 * time.Second: "61 SECOND"} {
+		if got := TTLInterval(d); got != want {
+			t.Errorf("TTLInterval(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
 
@@ -101,7 +122,7 @@ func TestMigrationsOrderedWithStableChecksums(t *testing.T) {
 		if len(m.Checksum) != 64 {
 			t.Errorf("%s checksum %q", m.Name, m.Checksum)
 		}
-		stmts, err := m.Statements(Legacy)
+		stmts, err := m.Statements(DefaultOptions())
 		if err != nil || len(stmts) == 0 {
 			t.Errorf("%s: %d statements, %v", m.Name, len(stmts), err)
 		}
@@ -126,7 +147,7 @@ func TestParseServerVersion(t *testing.T) {
 			t.Errorf("ParseServerVersion(%q) accepted", bad)
 		}
 	}
-	if !(ServerVersion{22, 8}).AtLeast(Modern) || (ServerVersion{22, 7}).AtLeast(Modern) || !(ServerVersion{23, 1}).AtLeast(Modern) {
+	if !(ServerVersion{24, 8}).AtLeast(MinServer) || (ServerVersion{24, 7}).AtLeast(MinServer) || !(ServerVersion{25, 1}).AtLeast(MinServer) || (ServerVersion{18, 16}).AtLeast(MinServer) {
 		t.Error("AtLeast")
 	}
 }

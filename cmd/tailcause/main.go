@@ -35,7 +35,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"version": {"print the version", cmdVersion},
 		"sim":     {"simulate an LLM-serving fleet with injected faults (the fault lab)", cmdSim},
-		"migrate": {"apply the ClickHouse migrations (or --print the DDL for a server version)", cmdMigrate},
+		"migrate": {"apply the ClickHouse migrations (or --print their DDL)", cmdMigrate},
 		"all":     {"ingest + enrich in one process (--embedded-kafka: with an in-process broker)", cmdAll},
 		"demo":    {"the whole story in one command: fault lab → pipeline → incident → webhook → report", cmdDemo},
 		"eval":    {"run the fault-lab scenario suite through the pipeline and score the culprit ranking", cmdEval},

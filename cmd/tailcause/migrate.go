@@ -13,16 +13,12 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
-	print := fs.String("print", "", "print the DDL rendered for a server version (e.g. 18.16 or 24.8) instead of applying it")
+	print := fs.Bool("print", false, "print the DDL (ClickHouse 24.8 and newer, with the --ttl given) instead of applying it")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	if *print != "" {
-		v, err := schemas.ParseServerVersion(*print)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		out, err := schemas.RenderAll(v)
+	if *print {
+		out, err := schemas.RenderAll(schemas.Options{TTL: sf.config().TTL})
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Dev/test ClickHouse: Debian's clickhouse-server package (18.16) run as a
-# plain background process on a state dir of its own, never through systemd.
+# Dev/test ClickHouse: a current server (ClickHouse 26.9) from PyPI's
+# chdb-core wheel, which bundles the whole engine with its TCP and HTTP
+# servers. The wheel goes into a venv of its own in the cache; the server is
+# chserver.py (beside this script) run as a plain background process on a
+# state dir of its own.
 #
 #   deploy/dev/clickhouse.sh start|stop [--purge]|status|restart|env
 #
 # Environment:
 #   TAILCAUSE_DEV_DIR     state root            (default /tmp/tailcause-dev)
+#   TAILCAUSE_CACHE       venv cache            (default $HOME/.cache/tailcause)
 #   CH_TCP_PORT           native protocol port  (default 9000)
 #   CH_HTTP_PORT          HTTP port             (default 8123)
 #   CH_ANALYST_PASSWORD   password of the read-only user `analyst` (default analyst)
@@ -15,42 +19,64 @@
 # (from start, restart and env), so callers can eval or parse it.
 set -euo pipefail
 
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DEV_DIR="${TAILCAUSE_DEV_DIR:-/tmp/tailcause-dev}"
 STATE="${DEV_DIR}/clickhouse"
+CACHE="${TAILCAUSE_CACHE:-${HOME:-/root}/.cache/tailcause}"
 CH_TCP_PORT="${CH_TCP_PORT:-9000}"
 CH_HTTP_PORT="${CH_HTTP_PORT:-8123}"
 CH_ANALYST_PASSWORD="${CH_ANALYST_PASSWORD:-analyst}"
 CH_START_TIMEOUT="${CH_START_TIMEOUT:-60}"
+# The pinned wheel: chdb-core 26.9.0 carries ClickHouse 26.9.2.
+CHDB_VERSION=26.9.0
+VENV="${CACHE}/clickhouse-26.9/venv"
+PY="${VENV}/bin/python"
+SERVER="${HERE}/chserver.py"
 PIDFILE="${STATE}/clickhouse.pid"
-LOG="${STATE}/log/clickhouse-server.log"
-ERRLOG="${STATE}/log/clickhouse-server.err.log"
+# The HTTP port of the running server (stop and readiness talk HTTP; a
+# caller may name only the TCP port).
+PORTFILE="${STATE}/http_port"
 STDLOG="${STATE}/log/stdout.log"
-SERVER=/usr/sbin/clickhouse-server
-CLIENT=/usr/bin/clickhouse-client
-# The package creates this user; the server runs as it so that the data dir
-# has the owner the server expects (it runs as root too, but this is what a
-# real install does and it keeps root out of the data dir).
-RUN_AS=clickhouse
 
 say() { echo "clickhouse: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 # shellcheck source=deploy/dev/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "${HERE}/lib.sh"
 
+installed() {
+	[[ -x "$PY" ]] && "$PY" - "$CHDB_VERSION" 2>/dev/null <<'PY'
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("chdb-core") == sys.argv[1] else 1)
+PY
+}
+
+# ensure_installed installs chdb-core==$CHDB_VERSION into $VENV unless it is
+# there already (idempotent; concurrent callers wait on a lock).
 ensure_installed() {
-	if [[ -x "$SERVER" && -x "$CLIENT" ]]; then
+	installed && return
+	mkdir -p "${VENV%/venv}"
+	exec 9>"${VENV%/venv}/install.lock"
+	flock 9
+	if installed; then
+		exec 9>&-
 		return
 	fi
-	say "installing clickhouse-server and clickhouse-client from Debian (18.16)"
-	[[ $(id -u) -eq 0 ]] || die "clickhouse-server is not installed and installing it needs root"
-	export DEBIAN_FRONTEND=noninteractive
-	# The package's postinst tries to start the systemd service; without
-	# systemd that only warns, and we never use the service anyway.
-	if ! apt-get install -y -q clickhouse-server clickhouse-client >&2; then
-		apt-get update -q >&2
-		apt-get install -y -q clickhouse-server clickhouse-client >&2
+	command -v python3 >/dev/null || die "python3 is missing (apt-get install python3 python3-venv)"
+	say "installing chdb-core==${CHDB_VERSION} (ClickHouse 26.9) into $VENV"
+	rm -rf "$VENV"
+	if ! python3 -m venv "$VENV" >&2; then
+		[[ $(id -u) -eq 0 ]] || die "python3 -m venv failed; install python3-venv"
+		say "python3 -m venv failed; installing python3-venv"
+		rm -rf "$VENV"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y -q python3-venv >&2 || { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; }
+		python3 -m venv "$VENV" >&2 || die "python3 -m venv failed"
 	fi
-	[[ -x "$SERVER" ]] || die "apt-get finished but $SERVER is missing"
+	# --no-deps: the server needs neither pandas nor pyarrow.
+	"$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "chdb-core==${CHDB_VERSION}" >&2 ||
+		die "pip install chdb-core==${CHDB_VERSION} failed"
+	installed || die "chdb-core ${CHDB_VERSION} is not importable from $VENV after the install"
+	exec 9>&-
 }
 
 running_pid() {
@@ -59,12 +85,28 @@ running_pid() {
 	pid=$(<"$PIDFILE")
 	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
 	# Guard against a recycled pid.
-	[[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == *clickhouse* ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "chserver.py" || return 1
 	echo "$pid"
 }
 
+http_port() {
+	if [[ -s "$PORTFILE" ]]; then cat "$PORTFILE"; else echo "$CH_HTTP_PORT"; fi
+}
+
+# http_query runs SQL as the default user over HTTP and prints the result.
+http_query() {
+	"$PY" - "$(http_port)" "$1" <<'PY'
+import sys, urllib.request
+r = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/?user=default", data=sys.argv[2].encode(), timeout=5)
+sys.stdout.write(r.read().decode())
+PY
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# ping: both listeners are up and a query runs.
 ping() {
-	"$CLIENT" --host 127.0.0.1 --port "$CH_TCP_PORT" -q 'SELECT 1' >/dev/null 2>&1
+	tcp_open "$CH_TCP_PORT" && [[ "$(http_query 'SELECT 1' 2>/dev/null)" == 1 ]]
 }
 
 address() { echo "TAILCAUSE_CLICKHOUSE=127.0.0.1:${CH_TCP_PORT}"; }
@@ -74,13 +116,10 @@ write_config() {
 	cat >"$STATE/etc/config.xml" <<EOF
 <?xml version="1.0"?>
 <!-- Generated by deploy/dev/clickhouse.sh; rewritten on every start. -->
-<yandex>
+<clickhouse>
     <logger>
-        <level>information</level>
-        <log>${LOG}</log>
-        <errorlog>${ERRLOG}</errorlog>
-        <size>100M</size>
-        <count>3</count>
+        <level>warning</level>
+        <console>1</console>
     </logger>
     <listen_host>127.0.0.1</listen_host>
     <tcp_port>${CH_TCP_PORT}</tcp_port>
@@ -88,9 +127,7 @@ write_config() {
     <max_connections>1024</max_connections>
     <keep_alive_timeout>3</keep_alive_timeout>
     <max_concurrent_queries>100</max_concurrent_queries>
-    <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <mark_cache_size>268435456</mark_cache_size>
-    <path>${STATE}/data/</path>
     <tmp_path>${STATE}/tmp/</tmp_path>
     <user_files_path>${STATE}/user_files/</user_files_path>
     <format_schema_path>${STATE}/format_schemas/</format_schema_path>
@@ -98,32 +135,27 @@ write_config() {
     <default_profile>default</default_profile>
     <default_database>default</default_database>
     <timezone>UTC</timezone>
-    <mlock_executable>false</mlock_executable>
-    <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
-    <max_session_timeout>3600</max_session_timeout>
-    <default_session_timeout>60</default_session_timeout>
     <query_log>
         <database>system</database>
         <table>query_log</table>
         <partition_by>toYYYYMM(event_date)</partition_by>
         <flush_interval_milliseconds>7500</flush_interval_milliseconds>
     </query_log>
-    <!-- On SIGTERM wait at most this many seconds for open connections
-         (idle pooled ones included) instead of 5, so stop is quick. -->
+    <!-- On shutdown wait at most this many seconds for running queries,
+         so stop is quick. -->
     <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
     <!-- Dropping big tables in tests must not need a flag file. -->
     <max_table_size_to_drop>0</max_table_size_to_drop>
     <max_partition_size_to_drop>0</max_partition_size_to_drop>
-</yandex>
+</clickhouse>
 EOF
 	cat >"$STATE/etc/users.xml" <<EOF
 <?xml version="1.0"?>
 <!-- Generated by deploy/dev/clickhouse.sh; rewritten on every start. -->
-<yandex>
+<clickhouse>
     <profiles>
         <default>
             <max_memory_usage>4000000000</max_memory_usage>
-            <use_uncompressed_cache>0</use_uncompressed_cache>
             <load_balancing>random</load_balancing>
             <!-- An idle connection notices server shutdown only at this
                  interval (default 10 s): keeps stop/restart quick while
@@ -160,55 +192,38 @@ EOF
             </interval>
         </default>
     </quotas>
-</yandex>
+</clickhouse>
 EOF
 	chmod 600 "$STATE/etc/users.xml"
 }
 
 log_tail() {
-	local f
-	for f in "$STDLOG" "$ERRLOG" "$LOG"; do
-		if [[ -s "$f" ]]; then
-			say "--- last lines of $f"
-			tail -n 25 "$f" >&2
-		fi
-	done
-}
-
-port_busy() {
-	# Something else (not our server) listening on the port?
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	if [[ -s "$STDLOG" ]]; then
+		say "--- last lines of $STDLOG"
+		tail -n 25 "$STDLOG" >&2
+	fi
 }
 
 start() {
 	local pid
 	if pid=$(running_pid); then
-		ping || die "server pid $pid is running but does not answer on 127.0.0.1:${CH_TCP_PORT}"
+		ping || die "server pid $pid is running but does not answer on 127.0.0.1:${CH_TCP_PORT} (http $(http_port))"
 		say "already running (pid $pid) on 127.0.0.1:${CH_TCP_PORT}"
 		address
 		return
 	fi
 	ensure_installed
 	for p in "$CH_TCP_PORT" "$CH_HTTP_PORT"; do
-		port_busy "$p" && die "port $p on 127.0.0.1 is already in use by another process"
+		tcp_open "$p" && die "port $p on 127.0.0.1 is already in use by another process"
 	done
 	write_config
-	local -a runner=()
-	if [[ $(id -u) -eq 0 ]] && id "$RUN_AS" >/dev/null 2>&1; then
-		chown -R "$RUN_AS:$RUN_AS" "$STATE"
-		# setpriv execs in place (no fork), so $! below is the server itself.
-		runner=(setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --init-groups --)
-		if ! "${runner[@]}" test -w "$STATE/data"; then
-			# e.g. a TAILCAUSE_DEV_DIR under /root: 18.16 runs as root too.
-			say "user $RUN_AS cannot write $STATE/data (a parent directory is closed to it); running as root"
-			runner=()
-		fi
-	fi
-	say "starting on 127.0.0.1:${CH_TCP_PORT} (http ${CH_HTTP_PORT}), state in $STATE"
+	echo "$CH_HTTP_PORT" >"$PORTFILE"
+	say "starting ClickHouse on 127.0.0.1:${CH_TCP_PORT} (http ${CH_HTTP_PORT}), state in $STATE"
 	# Own session, so the server does not die with the caller's terminal or
-	# process group (make, go test).
-	setsid "${runner[@]}" "$SERVER" --config-file="$STATE/etc/config.xml" \
-		</dev/null >"$STDLOG" 2>&1 &
+	# process group (make, go test). setsid execs in place (no fork) in a
+	# background job, so $! is the server itself.
+	setsid "$PY" "$SERVER" --etc "$STATE/etc" --data "$STATE/data" --http-port "$CH_HTTP_PORT" \
+		</dev/null >>"$STDLOG" 2>&1 &
 	pid=$!
 	echo "$pid" >"$PIDFILE"
 	local deadline=$((SECONDS + CH_START_TIMEOUT))
@@ -226,14 +241,14 @@ start() {
 		fi
 		sleep 0.2
 	done
-	say "ready (pid $pid, version $("$CLIENT" --host 127.0.0.1 --port "$CH_TCP_PORT" -q 'SELECT version()'))"
+	say "ready (pid $pid, ClickHouse $(http_query 'SELECT version()'))"
 	address
 }
 
 status() {
 	local pid
 	if pid=$(running_pid) && ping; then
-		say "running (pid $pid) on 127.0.0.1:${CH_TCP_PORT}"
+		say "running (pid $pid) on 127.0.0.1:${CH_TCP_PORT}, ClickHouse $(http_query 'SELECT version()')"
 		return 0
 	elif [[ -n "${pid:-}" ]]; then
 		say "pid $pid is running but does not answer on 127.0.0.1:${CH_TCP_PORT}"

@@ -66,7 +66,7 @@ func TestReferenceConfigs(t *testing.T) {
 		rel, _ := filepath.Rel(deploy, path)
 		ext := filepath.Ext(path)
 		switch ext {
-		case ".md", ".sh", ".go", ".java":
+		case ".md", ".sh", ".go", ".java", ".py":
 			return nil // documentation, scripts, code
 		}
 		seen++

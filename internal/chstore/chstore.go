@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -23,11 +27,21 @@ type Config struct {
 	Password    string        //
 	DialTimeout time.Duration // default 5s
 	MaxConns    int           // default 4
+	// TTL is how long the telemetry tables (requests, token_stalls,
+	// gpu_samples, engine_samples) keep a row by its event time; 0 puts no
+	// TTL on any table (see schemas.Options). It applies to the tables
+	// Migrate creates: an existing table keeps its TTL (Migrate warns when
+	// a telemetry table's differs). DefaultConfig: schemas.DefaultTTL (30
+	// days).
+	TTL time.Duration
+	// Logger gets the store's warnings (rows inserted older than their
+	// table's TTL, TTL mismatches); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultConfig is the local development store.
 func DefaultConfig() Config {
-	return Config{Addr: "127.0.0.1:9000", Database: "tailcause", Username: "default", DialTimeout: 5 * time.Second, MaxConns: 4}
+	return Config{Addr: "127.0.0.1:9000", Database: "tailcause", Username: "default", DialTimeout: 5 * time.Second, MaxConns: 4, TTL: schemas.DefaultTTL}
 }
 
 // Validate reports a configuration mistake.
@@ -38,6 +52,9 @@ func (c Config) Validate() error {
 	if c.Database == "" || strings.ContainsAny(c.Database, "`\"' .;") {
 		return fmt.Errorf("clickhouse database %q: want a plain identifier", c.Database)
 	}
+	if err := (schemas.Options{TTL: c.TTL}).Validate(); err != nil {
+		return fmt.Errorf("clickhouse %w", err)
+	}
 	return nil
 }
 
@@ -46,10 +63,31 @@ type Store struct {
 	conn    driver.Conn
 	version schemas.ServerVersion
 	db      string
+	ttl     time.Duration
+	log     *slog.Logger
+
+	expiredRows atomic.Int64
+	mu          sync.Mutex
+	tableTTLs   map[string]TTL       // as the server has them, read on first use
+	warned      map[string]time.Time // last expired-rows warning per table
+	unwarned    map[string]int64     // expired rows since that warning
 }
 
-// Open connects, creates the database when missing, and reads the server
-// version. It does not migrate.
+// ErrUnsupportedServer marks a server older than schemas.MinServer (not
+// worth retrying).
+var ErrUnsupportedServer = errors.New("unsupported ClickHouse server")
+
+// CheckServerVersion refuses a server older than schemas.MinServer.
+func CheckServerVersion(v schemas.ServerVersion) error {
+	if !v.AtLeast(schemas.MinServer) {
+		return fmt.Errorf("%w: ClickHouse %s is too old: tailcause needs ClickHouse %s or newer (the maintained releases; deploy/dev/clickhouse.sh runs 26.9)", ErrUnsupportedServer, v, schemas.MinServer)
+	}
+	return nil
+}
+
+// Open connects, creates the database when missing, reads the server
+// version and refuses a server older than schemas.MinServer (24.8). It does
+// not migrate.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Username == "" {
 		cfg.Username = "default"
@@ -63,9 +101,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	boot, err := dial(cfg, "default")
 	if err != nil {
 		return nil, err
+	}
+	// The version first: an old server may not even know the statements below.
+	if bv, err := boot.ServerVersion(); err != nil {
+		boot.Close()
+		return nil, fmt.Errorf("read clickhouse server version at %s: %w", cfg.Addr, err)
+	} else if err := CheckServerVersion(schemas.ServerVersion{Major: int(bv.Version.Major), Minor: int(bv.Version.Minor)}); err != nil {
+		boot.Close()
+		return nil, fmt.Errorf("clickhouse at %s: %w", cfg.Addr, err)
 	}
 	if err := boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.Database+"`"); err != nil {
 		boot.Close()
@@ -81,7 +130,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		conn.Close()
 		return nil, fmt.Errorf("read clickhouse server version at %s: %w", cfg.Addr, err)
 	}
-	return &Store{conn: conn, version: schemas.ServerVersion{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}, db: cfg.Database}, nil
+	return &Store{
+		conn: conn, version: schemas.ServerVersion{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}, db: cfg.Database,
+		ttl: cfg.TTL, log: cfg.Logger,
+		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
+	}, nil
 }
 
 func dial(cfg Config, db string) (driver.Conn, error) {
@@ -113,14 +166,28 @@ func (s *Store) Close() error { return s.conn.Close() }
 // Ping checks reachability (used by readiness probes and retry loops).
 func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
 
+// TTL is the store's configured telemetry TTL (Config.TTL; 0: none).
+func (s *Store) TTL() time.Duration { return s.ttl }
+
+// ExpiredRows counts the rows inserted older than their table's TTL (which
+// ClickHouse deletes at once).
+func (s *Store) ExpiredRows() int64 { return s.expiredRows.Load() }
+
 // Migrate applies the embedded migrations that are not yet recorded, in
 // order, and verifies the checksums of those that are. Every statement is
 // idempotent (IF NOT EXISTS), so two processes migrating at once converge.
+// The checksum is that of the migration's template, so the TTL it is
+// rendered with (Config.TTL) is not part of it: a telemetry table keeps the
+// TTL it was created with, and Migrate warns when that differs from the
+// configured one.
 func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]schemas.Migration, error) {
 	ms, err := schemas.Migrations()
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.tableTTLs = map[string]TTL{} // tables may have been dropped and are re-created
+	s.mu.Unlock()
 	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations
 (version UInt32, name String, checksum String, applied_at DateTime)
 ENGINE = MergeTree ORDER BY version`); err != nil {
@@ -138,7 +205,7 @@ ENGINE = MergeTree ORDER BY version`); err != nil {
 			}
 			continue
 		}
-		stmts, err := m.Statements(s.version)
+		stmts, err := m.Statements(schemas.Options{TTL: s.ttl})
 		if err != nil {
 			return done, err
 		}
@@ -155,7 +222,153 @@ ENGINE = MergeTree ORDER BY version`); err != nil {
 		}
 		done = append(done, m)
 	}
+	s.checkTTLs(ctx)
 	return done, nil
+}
+
+// TelemetryTables are the tables whose TTL is Config.TTL.
+var TelemetryTables = []string{"requests", "token_stalls", "gpu_samples", "engine_samples"}
+
+// TelemetryTTLColumn is the event-time column each telemetry table's TTL
+// counts from.
+var TelemetryTTLColumn = map[string]string{"requests": "start_time", "token_stalls": "start_time", "gpu_samples": "time", "engine_samples": "time"}
+
+// checkTTLs warns about telemetry tables whose TTL is not the configured one.
+func (s *Store) checkTTLs(ctx context.Context) {
+	for _, tbl := range TelemetryTables {
+		got, err := s.TableTTL(ctx, tbl)
+		if err != nil || got.Keep == s.ttl {
+			continue
+		}
+		fix := "ALTER TABLE " + tbl + " REMOVE TTL"
+		if s.ttl > 0 {
+			fix = "ALTER TABLE " + tbl + " MODIFY TTL " + TelemetryTTLColumn[tbl] + " + INTERVAL " + schemas.TTLInterval(s.ttl)
+		}
+		s.log.Warn("table keeps the TTL it was created with, not the configured one (the TTL applies to tables the migrations create)",
+			"database", s.db, "table", tbl, "table_ttl", got.String(), "configured_ttl", ttlString(s.ttl), "to_change_it", fix)
+	}
+}
+
+// TTL is a table's row TTL as the server has it: a row whose Column is
+// older than Keep is dropped (Keep 0: no TTL, or one of another form).
+type TTL struct {
+	Column string
+	Keep   time.Duration
+}
+
+func (t TTL) String() string {
+	if t.Keep == 0 {
+		return "none"
+	}
+	return t.Column + " + " + ttlString(t.Keep)
+}
+
+func ttlString(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return schemas.TTLInterval(d)
+}
+
+// ttlRE matches the TTL clause of system.tables.engine_full, e.g.
+// "TTL start_time + toIntervalDay(30)".
+var ttlRE = regexp.MustCompile(`\bTTL\s+([A-Za-z_][A-Za-z0-9_]*)\s*\+\s*toInterval(Second|Minute|Hour|Day|Week|Month|Quarter|Year)\((\d+)\)`)
+
+// ttlUnits are the interval lengths; calendar units are taken at their
+// longest, so a row counted as expired surely is.
+var ttlUnits = map[string]time.Duration{
+	"Second": time.Second, "Minute": time.Minute, "Hour": time.Hour, "Day": 24 * time.Hour,
+	"Week": 7 * 24 * time.Hour, "Month": 31 * 24 * time.Hour, "Quarter": 92 * 24 * time.Hour, "Year": 366 * 24 * time.Hour,
+}
+
+// ParseTTL reads the TTL of an engine_full string (a TTL of another form
+// than "column + interval" reads as none).
+func ParseTTL(engineFull string) TTL {
+	m := ttlRE.FindStringSubmatch(engineFull)
+	if m == nil {
+		return TTL{}
+	}
+	n, err := strconv.ParseInt(m[3], 10, 64)
+	if err != nil {
+		return TTL{}
+	}
+	return TTL{Column: m[1], Keep: time.Duration(n) * ttlUnits[m[2]]}
+}
+
+// TableTTL reads a table's TTL from the server (cached until the next
+// Migrate).
+func (s *Store) TableTTL(ctx context.Context, table string) (TTL, error) {
+	s.mu.Lock()
+	t, ok := s.tableTTLs[table]
+	s.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	var engine string
+	if err := s.conn.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", s.db, table).Scan(&engine); err != nil {
+		return TTL{}, fmt.Errorf("read the TTL of %s.%s: %w", s.db, table, err)
+	}
+	t = ParseTTL(engine)
+	s.mu.Lock()
+	s.tableTTLs[table] = t
+	s.mu.Unlock()
+	return t, nil
+}
+
+// expiredWarnEvery bounds the expired-rows warnings to one per table per
+// interval (with the count since the last one).
+const expiredWarnEvery = time.Minute
+
+// noteExpired counts the rows of an insert that are older than the table's
+// TTL — ClickHouse deletes them in the TTL merge that follows the insert
+// within moments, so a replay of data older than the TTL would otherwise
+// vanish without a word — and warns.
+func (s *Store) noteExpired(ctx context.Context, t Table, rows [][]any) {
+	ttl, err := s.TableTTL(ctx, t.Name)
+	if err != nil || ttl.Keep == 0 {
+		return
+	}
+	col := -1
+	for i, c := range t.Columns {
+		if c == ttl.Column {
+			col = i
+			break
+		}
+	}
+	if col < 0 {
+		return
+	}
+	now := time.Now()
+	cutoff := now.Add(-ttl.Keep)
+	var n int64
+	var oldest time.Time
+	for _, r := range rows {
+		ts, ok := r[col].(time.Time)
+		if !ok || !ts.Before(cutoff) {
+			continue
+		}
+		n++
+		if oldest.IsZero() || ts.Before(oldest) {
+			oldest = ts
+		}
+	}
+	if n == 0 {
+		return
+	}
+	s.expiredRows.Add(n)
+	s.mu.Lock()
+	s.unwarned[t.Name] += n
+	pending := s.unwarned[t.Name]
+	warn := now.Sub(s.warned[t.Name]) >= expiredWarnEvery
+	if warn {
+		s.warned[t.Name] = now
+		s.unwarned[t.Name] = 0
+	}
+	s.mu.Unlock()
+	if warn {
+		s.log.Warn("rows older than the table's TTL were inserted: ClickHouse deletes them at once (replay older data into a database created with --ttl 0 or a longer --ttl)",
+			"database", s.db, "table", t.Name, "rows", pending, "total", s.expiredRows.Load(), "oldest", oldest.UTC().Format(time.RFC3339), "ttl", ttl.String())
+	}
 }
 
 var migrationsTable = Table{Name: "schema_migrations", Columns: []string{"version", "name", "checksum", "applied_at"}}
@@ -219,6 +432,7 @@ func (s *Store) Insert(ctx context.Context, t Table, rows [][]any) error {
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("send %d rows to %s: %w", len(rows), t.Name, err)
 	}
+	s.noteExpired(ctx, t, rows)
 	return nil
 }
 

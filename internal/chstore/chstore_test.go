@@ -1,8 +1,11 @@
 package chstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +16,15 @@ import (
 
 func openTest(t *testing.T) *Store {
 	t.Helper()
+	return openTestWith(t, func(*Config) {})
+}
+
+func openTestWith(t *testing.T, edit func(*Config)) *Store {
+	t.Helper()
 	addr := testkit.ClickHouse(t)
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.Database = addr, testkit.FreshDatabase(t, addr)
+	edit(&cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := Open(ctx, cfg)
@@ -41,6 +50,31 @@ func TestMigrate(t *testing.T) {
 	}
 	if len(done) != len(ms) {
 		t.Fatalf("applied %d of %d migrations", len(done), len(ms))
+	}
+	// Every table and view of the migrations is there, on this server.
+	rows, err := st.Conn().Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	sort.Strings(names)
+	want := []string{"alert_attempts", "alert_outbox", "culprit_history", "culprits", "engine_samples", "gpu_health_minute", "gpu_samples", "incidents",
+		"p99_by_model_minute", "rejected_input", "requests", "schema_migrations", "tail_requests", "token_stalls"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("tables after migrating on ClickHouse %s:\n got %v\nwant %v", st.Version(), names, want)
+	}
+	for _, tbl := range TelemetryTables {
+		if got, err := st.TableTTL(ctx, tbl); err != nil || got.Keep != schemas.DefaultTTL {
+			t.Errorf("%s TTL %v (%v), want %v", tbl, got, err, schemas.DefaultTTL)
+		}
 	}
 	again, err := st.Migrate(ctx, nil)
 	if err != nil || len(again) != 0 {
@@ -90,8 +124,126 @@ func TestInsertChecksRowWidth(t *testing.T) {
 	}
 }
 
+// TestServerVersionCheck: servers older than 24.8 are refused with the
+// minimum named; the maintained releases pass.
+func TestServerVersionCheck(t *testing.T) {
+	version := func(s string) schemas.ServerVersion {
+		v, err := schemas.ParseServerVersion(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, s := range []string{"18.16.1", "22.8", "23.12.4", "24.3.2.23", "24.7"} {
+		v := version(s)
+		err := CheckServerVersion(v)
+		if !errors.Is(err, ErrUnsupportedServer) || !strings.Contains(err.Error(), "24.8 or newer") || !strings.Contains(err.Error(), v.String()) {
+			t.Errorf("ClickHouse %s: %v, want a refusal naming 24.8", v, err)
+		}
+	}
+	for _, s := range []string{"24.8.1", "24.12", "25.3.5.42", "26.9.2.1", "27.1"} {
+		if v := version(s); CheckServerVersion(v) != nil {
+			t.Errorf("ClickHouse %s refused: %v", v, CheckServerVersion(v))
+		}
+	}
+}
+
+func TestParseTTL(t *testing.T) {
+	for in, want := range map[string]TTL{
+		"ReplacingMergeTree PARTITION BY toYYYYMMDD(start_time) ORDER BY (model, service, start_time, uid) TTL start_time + toIntervalDay(30) SETTINGS index_granularity = 8192": {"start_time", 30 * 24 * time.Hour},
+		"MergeTree ORDER BY a TTL time + toIntervalHour(36) SETTINGS index_granularity = 8192":                                                                                   {"time", 36 * time.Hour},
+		"ReplacingMergeTree PARTITION BY toYYYYMMDD(time) ORDER BY (host, gpu, metric, time_ns) SETTINGS index_granularity = 8192":                                               {},
+		"MergeTree ORDER BY a TTL toDate(x) + 1": {},
+	} {
+		if got := ParseTTL(in); got != want {
+			t.Errorf("ParseTTL(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+// gpuRow is a gpu_samples row at ts.
+func gpuRow(ts time.Time) []any {
+	return []any{"h1", "GPU-1", "0", "pod", "ns", "sm_clock_mhz", uint64(ts.UnixNano()), ts.Truncate(time.Second), 1410.0}
+}
+
+var gpuSamples = Table{Name: "gpu_samples", Columns: []string{"host", "gpu", "gpu_index", "pod", "namespace", "metric", "time_ns", "time", "value"}}
+
+// TestTTLReplayWarns: with the default 30-day TTL, rows replayed from
+// further back are deleted by ClickHouse right after the insert; the store
+// counts them and logs a warning that says what to do, instead of letting
+// them vanish silently. With --ttl 0 (Config.TTL 0) the same rows stay.
+func TestTTLReplayWarns(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	st := openTestWith(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	old := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) // the eval's data
+	if now.Sub(old) < schemas.DefaultTTL {
+		old = now.Add(-2 * schemas.DefaultTTL)
+	}
+	if err := st.Insert(ctx, gpuSamples, [][]any{gpuRow(old), gpuRow(old.Add(time.Second)), gpuRow(now)}); err != nil {
+		t.Fatal(err)
+	}
+	// ClickHouse deletes expired rows in a TTL merge, which follows the
+	// insert within moments; OPTIMIZE FINAL runs it now.
+	if err := st.Conn().Exec(ctx, "OPTIMIZE TABLE gpu_samples FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := st.Conn().QueryRow(ctx, "SELECT count() FROM gpu_samples").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d rows kept with the 30-day TTL, want 1 (ClickHouse deletes the expired ones)", n)
+	}
+	if st.ExpiredRows() != 2 {
+		t.Errorf("ExpiredRows = %d, want 2", st.ExpiredRows())
+	}
+	out := logs.String()
+	for _, want := range []string{"level=WARN", "older than the table's TTL", "table=gpu_samples", "rows=2", "--ttl 0", "ttl=\"time + 30 DAY\""} {
+		if !strings.Contains(out, want) {
+			t.Errorf("warning lacks %q:\n%s", want, out)
+		}
+	}
+
+	// No TTL: the same rows are kept and nothing is said.
+	logs.Reset()
+	keep := openTestWith(t, func(c *Config) { c.TTL, c.Logger = 0, slog.New(slog.NewTextHandler(&logs, nil)) })
+	if _, err := keep.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := keep.TableTTL(ctx, "gpu_samples"); err != nil || got.Keep != 0 {
+		t.Errorf("TTL with Config.TTL 0: %v %v", got, err)
+	}
+	if err := keep.Insert(ctx, gpuSamples, [][]any{gpuRow(old), gpuRow(old.Add(time.Second)), gpuRow(now)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := keep.Conn().Exec(ctx, "OPTIMIZE TABLE gpu_samples FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if err := keep.Conn().QueryRow(ctx, "SELECT count() FROM gpu_samples").Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d rows kept without a TTL (%v), want 3", n, err)
+	}
+	if keep.ExpiredRows() != 0 || logs.Len() != 0 {
+		t.Errorf("no TTL, yet %d expired rows; log %q", keep.ExpiredRows(), logs.String())
+	}
+
+	// Migrating a database whose tables have another TTL says so.
+	logs.Reset()
+	keep.ttl = 7 * 24 * time.Hour
+	if _, err := keep.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); strings.Count(out, "keeps the TTL it was created with") != 4 || !strings.Contains(out, "MODIFY TTL time + INTERVAL 7 DAY") {
+		t.Errorf("TTL mismatch not reported for the 4 telemetry tables:\n%s", out)
+	}
+}
+
 func TestConfigAndRetriable(t *testing.T) {
-	for _, c := range []Config{{Addr: "nohostport", Database: "x"}, {Addr: "127.0.0.1:9000", Database: "a;b"}, {Addr: "127.0.0.1:9000"}} {
+	for _, c := range []Config{{Addr: "nohostport", Database: "x"}, {Addr: "127.0.0.1:9000", Database: "a;b"}, {Addr: "127.0.0.1:9000"}, {Addr: "127.0.0.1:9000", Database: "x", TTL: -time.Hour}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)
 		}

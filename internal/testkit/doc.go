@@ -1,6 +1,6 @@
 // Package testkit connects integration tests to the real dev/test services
-// that deploy/dev starts: a ClickHouse 18.16 server and a single-node Kafka
-// 4.x broker.
+// that deploy/dev starts: a ClickHouse 26.9 server (from PyPI's chdb-core
+// wheel) and a single-node Kafka 4.x broker.
 //
 // Tests find the services through TAILCAUSE_TEST_CLICKHOUSE and
 // TAILCAUSE_TEST_KAFKA (host:port), which `eval "$(deploy/dev/services.sh up)"`

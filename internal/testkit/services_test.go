@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -69,8 +68,6 @@ func TestClickHouseNativeRoundTrip(t *testing.T) {
 			Part: int32(i % 3), Keys: []string{"k", fmt.Sprint(i)},
 		})
 	}
-	// 18.16 needs the column list: the driver otherwise asks the server for
-	// the table structure with a query 18.16 does not know.
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO t (uid, start_ns, start_time, error, e2e_ms, tokens, stalls, part, keys)")
 	if err != nil {
 		t.Fatalf("prepare batch: %v", err)
@@ -116,57 +113,20 @@ func TestClickHouseNativeRoundTrip(t *testing.T) {
 	}
 }
 
-// TestClickHouseLegacySchema applies the project's migrations, rendered for
-// 18.16, to a fresh database.
-func TestClickHouseLegacySchema(t *testing.T) {
-	addr := testkit.ClickHouse(t)
-	db := testkit.FreshDatabase(t, addr)
-	conn := testkit.Connect(t, addr, db)
-	ctx := context.Background()
-
-	ms, err := schemas.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ms) == 0 {
-		t.Fatal("no migrations")
-	}
-	for _, m := range ms {
-		stmts, err := m.Statements(schemas.Legacy)
-		if err != nil {
-			t.Fatalf("render %s: %v", m.Name, err)
-		}
-		for i, s := range stmts {
-			if err := conn.Exec(ctx, s); err != nil {
-				t.Errorf("%s statement %d failed on the server: %v\n%s", m.Name, i+1, err, s)
-			}
-		}
-	}
-
-	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", db)
-	if err != nil {
-		t.Fatalf("list tables: %v", err)
-	}
-	defer rows.Close()
-	var tables []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, name)
-	}
-	if len(tables) == 0 {
-		t.Errorf("no tables in %s after the migrations", db)
-	}
-	t.Logf("tables: %s", strings.Join(tables, ", "))
-}
-
 // TestClickHouseAnalystIsReadOnly checks the read-only user that
-// deploy/dev/clickhouse.sh configures.
+// deploy/dev/clickhouse.sh configures: it reads, and a write is refused
+// with code 164 (READONLY). (query.TestAnalystReadOnly reads the analyst
+// views with it.)
 func TestClickHouseAnalystIsReadOnly(t *testing.T) {
 	addr := testkit.ClickHouse(t)
 	db := testkit.FreshDatabase(t, addr)
+	admin := testkit.Connect(t, addr, db)
+	if err := admin.Exec(context.Background(), "CREATE TABLE t (a UInt8) ENGINE = MergeTree ORDER BY a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Exec(context.Background(), "INSERT INTO t (a) SELECT 7"); err != nil {
+		t.Fatal(err)
+	}
 	opts := testkit.ClickHouseOptions(addr, db)
 	opts.Auth.Username = "analyst"
 	opts.Auth.Password = os.Getenv("CH_ANALYST_PASSWORD")
@@ -179,12 +139,27 @@ func TestClickHouseAnalystIsReadOnly(t *testing.T) {
 	}
 	defer conn.Close()
 	ctx := context.Background()
-	var one uint8
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
-		t.Fatalf("analyst SELECT: %v", err)
+	var a uint8
+	if err := conn.QueryRow(ctx, "SELECT a FROM t").Scan(&a); err != nil || a != 7 {
+		t.Fatalf("analyst SELECT: %d, %v", a, err)
 	}
-	if err := conn.Exec(ctx, "CREATE TABLE x (a UInt8) ENGINE = Memory"); err == nil {
-		t.Error("analyst could create a table")
+	for _, stmt := range []string{"INSERT INTO t (a) SELECT 8", "CREATE TABLE x (a UInt8) ENGINE = Memory", "DROP TABLE t"} {
+		err := conn.Exec(ctx, stmt)
+		var ex *clickhouse.Exception
+		if !errors.As(err, &ex) || ex.Code != 164 {
+			t.Errorf("analyst %q: %v, want code 164 (READONLY)", stmt, err)
+		}
+	}
+	// A wrong password is refused (code 516).
+	opts.Auth.Password += "x"
+	bad, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	var ex *clickhouse.Exception
+	if err := bad.Ping(ctx); !errors.As(err, &ex) || ex.Code != 516 {
+		t.Errorf("analyst with a wrong password: %v, want code 516", err)
 	}
 }
 
@@ -286,8 +261,6 @@ func TestFaultServiceRestarts(t *testing.T) {
 	if err := conn.Exec(ctx, "CREATE TABLE t (a UInt8) ENGINE = MergeTree ORDER BY a"); err != nil {
 		t.Fatal(err)
 	}
-	// Not Exec("INSERT ... VALUES (7)"): 18.16 then waits for data blocks
-	// the driver never sends, and the call hangs until the read timeout.
 	if err := conn.Exec(ctx, "INSERT INTO t (a) SELECT 7"); err != nil {
 		t.Fatal(err)
 	}

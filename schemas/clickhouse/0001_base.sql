@@ -1,6 +1,9 @@
 -- Base tables of the enrich path. Timestamps are UInt64 Unix nanoseconds plus a
 -- DateTime column used for partitioning; extra attributes are parallel arrays.
--- Rendered per server version: see schemas/schemas.go.
+-- ClickHouse 24.8 or newer. The template call ttl "column" renders the telemetry
+-- TTL of the deployment (schemas.Options.TTL, `--ttl`, default 30 days) on the
+-- event-time column, fixedTTL the fixed TTL of an operational table; with TTL 0
+-- both render nothing (see schemas/schemas.go).
 
 CREATE TABLE IF NOT EXISTS requests
 (
@@ -9,22 +12,22 @@ CREATE TABLE IF NOT EXISTS requests
     span_id           String,
     parent_span_id    String,
     request_id        String,
-    source            {{lc "String"}},
+    source            LowCardinality(String),
     span_name         String,
-    service           {{lc "String"}},
-    model             {{lc "String"}},
-    host              {{lc "String"}},
+    service           LowCardinality(String),
+    model             LowCardinality(String),
+    host              LowCardinality(String),
     pod               String,
-    namespace         {{lc "String"}},
+    namespace         LowCardinality(String),
     service_instance  String,
-    engine            {{lc "String"}},
-    gpu               {{lc "String"}},
-    gpu_index         {{lc "String"}},
-    start_ns          UInt64{{codec "Delta, ZSTD(1)"}},
-    end_ns            UInt64{{codec "Delta, ZSTD(1)"}},
+    engine            LowCardinality(String),
+    gpu               LowCardinality(String),
+    gpu_index         LowCardinality(String),
+    start_ns          UInt64 CODEC(Delta, ZSTD(1)),
+    end_ns            UInt64 CODEC(Delta, ZSTD(1)),
     start_time        DateTime,
     error             UInt8,
-    finish_reason     {{lc "String"}},
+    finish_reason     LowCardinality(String),
     e2e_ms            Float64,
     ttft_ms           Float64,
     queue_ms          Float64,
@@ -37,15 +40,15 @@ CREATE TABLE IF NOT EXISTS requests
     completion_tokens Int64,
     cached_tokens     Int64,
     max_tokens        Int64,
-    timeline_source   {{lc "String"}},
+    timeline_source   LowCardinality(String),
     itl_p50_ms        Float64,
     itl_p99_ms        Float64,
     itl_max_ms        Float64,
     stall_count       UInt32,
     stall_ms          Float64,
     retracts          UInt32,
-    engine_match      {{lc "String"}},
-    gpu_match         {{lc "String"}},
+    engine_match      LowCardinality(String),
+    gpu_match         LowCardinality(String),
     running_at_arrival     Float64,
     running_age_ms         Float64,
     waiting_at_arrival     Float64,
@@ -82,25 +85,27 @@ CREATE TABLE IF NOT EXISTS requests
     attr_values       Array(String),
     kafka_partition   Int32,
     kafka_offset      Int64,
-    enriched_at       DateTime{{index "idx_trace trace_id TYPE bloom_filter(0.01) GRANULARITY 4"}}{{index "idx_request request_id TYPE bloom_filter(0.01) GRANULARITY 4"}}
+    enriched_at       DateTime,
+    INDEX idx_trace trace_id TYPE bloom_filter(0.01) GRANULARITY 4,
+    INDEX idx_request request_id TYPE bloom_filter(0.01) GRANULARITY 4
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(start_time)
-ORDER BY (model, service, start_time, uid){{ttl "start_time + INTERVAL 30 DAY"}};
+ORDER BY (model, service, start_time, uid){{ttl "start_time"}};
 
 CREATE TABLE IF NOT EXISTS token_stalls
 (
     request_uid      String,
     trace_id         String,
-    service          {{lc "String"}},
-    model            {{lc "String"}},
-    host             {{lc "String"}},
+    service          LowCardinality(String),
+    model            LowCardinality(String),
+    host             LowCardinality(String),
     pod              String,
-    engine           {{lc "String"}},
-    gpu              {{lc "String"}},
+    engine           LowCardinality(String),
+    gpu              LowCardinality(String),
     token_index      UInt32,
-    start_ns         UInt64{{codec "Delta, ZSTD(1)"}},
-    end_ns           UInt64{{codec "Delta, ZSTD(1)"}},
+    start_ns         UInt64 CODEC(Delta, ZSTD(1)),
+    end_ns           UInt64 CODEC(Delta, ZSTD(1)),
     start_time       DateTime,
     duration_ms      Float64,
     preemptions      Float64,
@@ -114,47 +119,47 @@ CREATE TABLE IF NOT EXISTS token_stalls
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(start_time)
-ORDER BY (model, start_time, request_uid, token_index){{ttl "start_time + INTERVAL 30 DAY"}};
+ORDER BY (model, start_time, request_uid, token_index){{ttl "start_time"}};
 
 CREATE TABLE IF NOT EXISTS gpu_samples
 (
-    host      {{lc "String"}},
-    gpu       {{lc "String"}},
-    gpu_index {{lc "String"}},
+    host      LowCardinality(String),
+    gpu       LowCardinality(String),
+    gpu_index LowCardinality(String),
     pod       String,
-    namespace {{lc "String"}},
-    metric    {{lc "String"}},
-    time_ns   UInt64{{codec "Delta, ZSTD(1)"}},
+    namespace LowCardinality(String),
+    metric    LowCardinality(String),
+    time_ns   UInt64 CODEC(Delta, ZSTD(1)),
     time      DateTime,
-    value     Float64{{codec "Gorilla, ZSTD(1)"}}
+    value     Float64 CODEC(Gorilla, ZSTD(1))
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(time)
-ORDER BY (host, gpu, metric, time_ns){{ttl "time + INTERVAL 30 DAY"}};
+ORDER BY (host, gpu, metric, time_ns){{ttl "time"}};
 
 CREATE TABLE IF NOT EXISTS engine_samples
 (
-    host             {{lc "String"}},
+    host             LowCardinality(String),
     pod              String,
-    model            {{lc "String"}},
-    engine           {{lc "String"}},
+    model            LowCardinality(String),
+    engine           LowCardinality(String),
     service_instance String,
-    metric           {{lc "String"}},
-    time_ns          UInt64{{codec "Delta, ZSTD(1)"}},
+    metric           LowCardinality(String),
+    time_ns          UInt64 CODEC(Delta, ZSTD(1)),
     time             DateTime,
-    value            Float64{{codec "Gorilla, ZSTD(1)"}},
+    value            Float64 CODEC(Gorilla, ZSTD(1)),
     delta            Float64,
     rate_per_s       Float64
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(time)
-ORDER BY (host, model, engine, metric, time_ns){{ttl "time + INTERVAL 30 DAY"}};
+ORDER BY (host, model, engine, metric, time_ns){{ttl "time"}};
 
 CREATE TABLE IF NOT EXISTS rejected_input
 (
     received_at    DateTime,
-    signal         {{lc "String"}},
-    reason         {{lc "String"}},
+    signal         LowCardinality(String),
+    reason         LowCardinality(String),
     detail         String,
     topic          String,
     partition      Int32,
@@ -164,4 +169,4 @@ CREATE TABLE IF NOT EXISTS rejected_input
 )
 ENGINE = MergeTree
 PARTITION BY toYYYYMMDD(received_at)
-ORDER BY (received_at, topic, partition, offset){{ttl "received_at + INTERVAL 7 DAY"}};
+ORDER BY (received_at, topic, partition, offset){{fixedTTL "received_at + INTERVAL 7 DAY"}};

@@ -6,11 +6,11 @@ CREATE TABLE IF NOT EXISTS incidents
 (
     incident_id      String,
     version          UInt64,
-    status           {{lc "String"}},
+    status           LowCardinality(String),
     scope            String,
     scope_keys       Array(String),
     scope_values     Array(String),
-    signal           {{lc "String"}},
+    signal           LowCardinality(String),
     quantile         Float64,
     threshold_ms     Float64,
     window_start     DateTime,
@@ -24,23 +24,23 @@ CREATE TABLE IF NOT EXISTS incidents
     baseline_p99_ms  Float64,
     requests         UInt64,
     tail_requests    UInt64,
-    top_cause        {{lc "String"}},
+    top_cause        LowCardinality(String),
     top_entity       String,
-    method_estimator {{lc "String"}},
-    method_dag       {{lc "String"}},
+    method_estimator LowCardinality(String),
+    method_dag       LowCardinality(String),
     method_version   String,
-    payload          String{{codec "ZSTD(3)"}}
+    payload          String CODEC(ZSTD(3))
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(opened_at)
-ORDER BY incident_id{{ttl "opened_at + INTERVAL 365 DAY"}};
+ORDER BY incident_id{{fixedTTL "opened_at + INTERVAL 365 DAY"}};
 
 CREATE TABLE IF NOT EXISTS culprits
 (
     incident_id           String,
     version               UInt64,
     rank                  UInt16,
-    cause                 {{lc "String"}},
+    cause                 LowCardinality(String),
     entity_host           String,
     entity_gpu            String,
     entity_engine         String,
@@ -60,4 +60,4 @@ CREATE TABLE IF NOT EXISTS culprits
 )
 ENGINE = MergeTree
 PARTITION BY toYYYYMM(computed_at)
-ORDER BY (incident_id, version, rank){{ttl "computed_at + INTERVAL 365 DAY"}};
+ORDER BY (incident_id, version, rank){{fixedTTL "computed_at + INTERVAL 365 DAY"}};

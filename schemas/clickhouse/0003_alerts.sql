@@ -19,28 +19,28 @@ CREATE TABLE IF NOT EXISTS alert_outbox
     receiver     String,
     incident_id  String,
     version      UInt64,
-    event        {{lc "String"}},
-    payload      String{{codec "ZSTD(3)"}},
-    created_ns   UInt64{{codec "Delta, ZSTD(1)"}},
+    event        LowCardinality(String),
+    payload      String CODEC(ZSTD(3)),
+    created_ns   UInt64 CODEC(Delta, ZSTD(1)),
     created_at   DateTime
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(created_at)
-ORDER BY (delivery_id, receiver){{ttl "created_at + INTERVAL 90 DAY"}};
+ORDER BY (delivery_id, receiver){{fixedTTL "created_at + INTERVAL 90 DAY"}};
 
 CREATE TABLE IF NOT EXISTS alert_attempts
 (
     delivery_id     String,
     receiver        String,
     attempt         UInt32,
-    state           {{lc "String"}},
+    state           LowCardinality(String),
     status_code     UInt16,
     error           String,
     duration_ms     Float64,
-    attempted_ns    UInt64{{codec "Delta, ZSTD(1)"}},
+    attempted_ns    UInt64 CODEC(Delta, ZSTD(1)),
     attempted_at    DateTime,
     next_attempt_ns UInt64
 )
 ENGINE = MergeTree
 PARTITION BY toYYYYMM(attempted_at)
-ORDER BY (delivery_id, receiver, attempted_ns){{ttl "attempted_at + INTERVAL 90 DAY"}};
+ORDER BY (delivery_id, receiver, attempted_ns){{fixedTTL "attempted_at + INTERVAL 90 DAY"}};

@@ -1,7 +1,6 @@
 -- Views for analysts (documented with example queries in schemas/SQL.md).
 -- They read with FINAL, so rows written twice by the at-least-once enrich
--- path are counted once. Each SELECT level has at most one JOIN and uses
--- only functions ClickHouse 18.16 has. A view is a stored query: filter it
+-- path are counted once. A view is a stored query: filter it
 -- on its leading columns (model, host, minute) and ClickHouse still reads
 -- the underlying table once per query, so keep time filters tight.
 
@@ -24,6 +23,8 @@ GROUP BY model, minute;
 -- Tail requests: every request whose e2e latency is at or above its model's
 -- P99 for the minute it started in, with its token-timeline features and the
 -- engine/GPU state it ran under (NaN = unknown; *_age_ms = staleness).
+-- A plain (ALL) INNER JOIN: the right side has one row per key, and ANY
+-- INNER JOIN would join each right row only once (one request per minute).
 CREATE VIEW IF NOT EXISTS tail_requests AS
 SELECT
     minute,
@@ -74,7 +75,7 @@ FROM
         toStartOfMinute(start_time) AS minute
     FROM requests FINAL
 ) AS r
-ANY INNER JOIN
+INNER JOIN
 (
     SELECT
         model,
@@ -87,6 +88,8 @@ WHERE e2e_ms >= p99_ms;
 
 -- Culprit history: the ranked culprits of every incident's newest version,
 -- with the incident they belong to; one row per (incident, rank).
+-- incidents FINAL has one row per incident (its newest version), so the
+-- INNER JOIN keeps exactly the culprits of that version.
 CREATE VIEW IF NOT EXISTS culprit_history AS
 SELECT
     opened_at,
@@ -117,7 +120,7 @@ SELECT
     evidence,
     exemplar_trace_ids
 FROM culprits
-ANY INNER JOIN
+INNER JOIN
 (
     SELECT
         incident_id,

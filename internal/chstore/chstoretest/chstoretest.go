@@ -10,12 +10,15 @@ import (
 )
 
 // Fresh opens a fresh database (testkit.FreshDatabase) with every migration
-// applied, or skips the test when no test ClickHouse is configured.
+// applied, or skips the test when no test ClickHouse is configured. The
+// telemetry tables have no TTL (Config.TTL 0): tests and benchmarks write
+// rows at fixed dates (the fault lab's are in early 2026), which a TTL
+// counted from today would delete.
 func Fresh(t testing.TB) *chstore.Store {
 	t.Helper()
 	addr := testkit.ClickHouse(t)
 	cfg := chstore.DefaultConfig()
-	cfg.Addr, cfg.Database = addr, testkit.FreshDatabase(t, addr)
+	cfg.Addr, cfg.Database, cfg.TTL = addr, testkit.FreshDatabase(t, addr), 0
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := chstore.Open(ctx, cfg)

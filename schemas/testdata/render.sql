@@ -1,7 +1,10 @@
--- 0001_base.sql (server 22.8)
+-- 0001_base.sql
 -- Base tables of the enrich path. Timestamps are UInt64 Unix nanoseconds plus a
 -- DateTime column used for partitioning; extra attributes are parallel arrays.
--- Rendered per server version: see schemas/schemas.go.
+-- ClickHouse 24.8 or newer. The template call ttl "column" renders the telemetry
+-- TTL of the deployment (schemas.Options.TTL, `--ttl`, default 30 days) on the
+-- event-time column, fixedTTL the fixed TTL of an operational table; with TTL 0
+-- both render nothing (see schemas/schemas.go).
 
 CREATE TABLE IF NOT EXISTS requests
 (
@@ -174,7 +177,7 @@ PARTITION BY toYYYYMMDD(received_at)
 ORDER BY (received_at, topic, partition, offset)
 TTL received_at + INTERVAL 7 DAY;
 
--- 0002_causal.sql (server 22.8)
+-- 0002_causal.sql
 -- What the causal module writes: incidents (one row per state change,
 -- the newest version wins) and their ranked culprits (all rows of an
 -- incident's newest version). The v1 JSON shape is schemas/culprits.v1.schema.json.
@@ -241,7 +244,7 @@ PARTITION BY toYYYYMM(computed_at)
 ORDER BY (incident_id, version, rank)
 TTL computed_at + INTERVAL 365 DAY;
 
--- 0003_alerts.sql (server 22.8)
+-- 0003_alerts.sql
 -- The durable alert outbox of `tailcause query`'s webhook dispatcher.
 --
 -- alert_outbox: one row per (delivery, receiver), written BEFORE any
@@ -291,11 +294,10 @@ PARTITION BY toYYYYMM(attempted_at)
 ORDER BY (delivery_id, receiver, attempted_ns)
 TTL attempted_at + INTERVAL 90 DAY;
 
--- 0004_views.sql (server 22.8)
+-- 0004_views.sql
 -- Views for analysts (documented with example queries in schemas/SQL.md).
 -- They read with FINAL, so rows written twice by the at-least-once enrich
--- path are counted once. Each SELECT level has at most one JOIN and uses
--- only functions ClickHouse 18.16 has. A view is a stored query: filter it
+-- path are counted once. A view is a stored query: filter it
 -- on its leading columns (model, host, minute) and ClickHouse still reads
 -- the underlying table once per query, so keep time filters tight.
 
@@ -318,6 +320,8 @@ GROUP BY model, minute;
 -- Tail requests: every request whose e2e latency is at or above its model's
 -- P99 for the minute it started in, with its token-timeline features and the
 -- engine/GPU state it ran under (NaN = unknown; *_age_ms = staleness).
+-- A plain (ALL) INNER JOIN: the right side has one row per key, and ANY
+-- INNER JOIN would join each right row only once (one request per minute).
 CREATE VIEW IF NOT EXISTS tail_requests AS
 SELECT
     minute,
@@ -368,7 +372,7 @@ FROM
         toStartOfMinute(start_time) AS minute
     FROM requests FINAL
 ) AS r
-ANY INNER JOIN
+INNER JOIN
 (
     SELECT
         model,
@@ -381,6 +385,8 @@ WHERE e2e_ms >= p99_ms;
 
 -- Culprit history: the ranked culprits of every incident's newest version,
 -- with the incident they belong to; one row per (incident, rank).
+-- incidents FINAL has one row per incident (its newest version), so the
+-- INNER JOIN keeps exactly the culprits of that version.
 CREATE VIEW IF NOT EXISTS culprit_history AS
 SELECT
     opened_at,
@@ -411,7 +417,7 @@ SELECT
     evidence,
     exemplar_trace_ids
 FROM culprits
-ANY INNER JOIN
+INNER JOIN
 (
     SELECT
         incident_id,
