@@ -28,7 +28,19 @@
 //     share of arrivals, as behind a Kubernetes Service;
 //   - faults (scenario.go, scenarios/*.json): every cause of the design's
 //     taxonomy with onset, duration, magnitude and target, acting through
-//     the physics above, plus decoys; the ground truth of a run (truth.go);
+//     the physics above, plus decoys; the ground truth of a run (truth.go),
+//     with each fault's effect on its own engines' P99;
+//   - randomized cases (random.go): RandomCase draws, from a seed alone, a
+//     fleet (2–8 hosts of 1–8 GPUs of the known kinds, 1–3 models of the
+//     known architectures, one-GPU pods and tensor-parallel engines), its
+//     load (each model at 30–75% of its engines' capacity, at least 3
+//     req/s), scrape intervals (engine 5–15 s, DCGM 10–30 s) and one fault
+//     (cause uniform over the taxonomy, target among the kinds the cause
+//     accepts, onset 10–60% of the question window, duration, strength
+//     from barely visible to strong), sometimes a decoy, or no fault and
+//     natural load swings; an optional healthy prefix precedes the window.
+//     Screen re-simulates a case in memory and strengthens a fault that
+//     does not show in its own entity's P99 (the truth's Effect);
 //   - output (emit.go): pdata batches to a Sink in event-time order, bounded
 //     in size; the sinks themselves live in package faultlab/sink.
 //

@@ -127,6 +127,9 @@ var decoyKinds = []Cause{
 	{"gpu.pcie_traffic", []string{"gpu", "host"}, 0, 0.5,
 		"share of the PCIe link used by a harmless neighbour",
 		"PCIe bytes move, latency barely"},
+	{"workload.rate_swing", []string{"model"}, 0, 1,
+		"extra arrivals per arrival (rate × (1+m)), drawn from the model's own traces; a scenario keeps it within capacity",
+		"traffic rises and falls as it does over a day; queues and KV use move a little, the tail barely"},
 }
 
 // Causes lists the taxonomy causes the simulator injects, in design.md order.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -54,6 +55,9 @@ type fault struct {
 	end    int64
 	active bool
 	rng    *randSrc
+	// e2e latencies (ms) of the requests of the engines it acts on that
+	// arrived before its onset and during it: its effect, in the truth.
+	before, during sketch
 }
 
 type sim struct {
@@ -578,7 +582,26 @@ func (s *sim) complete(r *request, why finishReason, failed bool) {
 		return // a warm-up request: not part of the run
 	}
 	s.stats.observe(r, s.now, failed)
+	s.observeFaults(r)
 	s.out.requestSpan(r, s.now, why, failed)
+}
+
+// observeFaults records a request's e2e latency in the effect of every
+// fault acting on its engine (failed requests too: their latency is what
+// their span reports).
+func (s *sim) observeFaults(r *request) {
+	for _, fl := range s.faults {
+		if fl.decoy || !slices.Contains(fl.target.engines, r.e) {
+			continue
+		}
+		ms := float64(s.now-r.arrival) / 1e6
+		switch {
+		case r.arrival < fl.onset:
+			fl.before.add(ms)
+		case r.arrival < fl.end:
+			fl.during.add(ms)
+		}
+	}
 }
 
 // --- engine steps -----------------------------------------------------------
@@ -939,6 +962,8 @@ func (s *sim) recomputeMods() {
 			for _, e := range t.engines {
 				e.slowMul *= 1 + m
 			}
+		case "workload.rate_swing":
+			s.mods[t.model.idx].rateExtra += m
 		case "gpu.temperature":
 			for _, g := range t.gpus {
 				g.decoyInletC += m

@@ -54,6 +54,21 @@ type TruthFault struct {
 	MagnitudeMeaning string    `json:"magnitude_meaning"`
 	XID              int       `json:"xid,omitempty"`
 	Note             string    `json:"note,omitempty"`
+	// Effect is what the fault did to the e2e latency of the engines it
+	// acts on (absent for decoys).
+	Effect *FaultEffect `json:"effect,omitempty"`
+}
+
+// FaultEffect compares the e2e latency of the requests of a fault's engines
+// that arrived during the fault with those that arrived before its onset
+// (log-bucket sketch, 2% resolution; failed requests count with the latency
+// their span reports). P99Ratio is 0 when either side has no request.
+type FaultEffect struct {
+	RequestsBefore int64   `json:"requests_before"`
+	RequestsDuring int64   `json:"requests_during"`
+	P99BeforeMS    float64 `json:"p99_before_ms"`
+	P99DuringMS    float64 `json:"p99_during_ms"`
+	P99Ratio       float64 `json:"p99_ratio"`
 }
 
 // TruthFleet describes the fleet with every join key the telemetry uses.
@@ -196,6 +211,14 @@ func (s *sim) truth() *Truth {
 			for _, e := range rt.engines {
 				tf.Affected = append(tf.Affected, engineEntity(e))
 			}
+		}
+		if !fl.decoy {
+			ef := &FaultEffect{RequestsBefore: fl.before.n, RequestsDuring: fl.during.n,
+				P99BeforeMS: fl.before.quantile(0.99), P99DuringMS: fl.during.quantile(0.99)}
+			if ef.P99BeforeMS > 0 && ef.P99DuringMS > 0 {
+				ef.P99Ratio = math.Round(ef.P99DuringMS/ef.P99BeforeMS*1000) / 1000
+			}
+			tf.Effect = ef
 		}
 		if fl.decoy {
 			t.Decoys = append(t.Decoys, tf)
