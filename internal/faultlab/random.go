@@ -505,6 +505,11 @@ func drawFault(r *rand.Rand, c Cause, plan *fleetPlan, o RandomOptions) (*faultD
 		case c.ID == "queue.saturation" && kind == "engine":
 			// Forcing traffic onto one engine needs peers to take it from.
 			ts = slices.DeleteFunc(ts, func(t Target) bool { return len(f.engineByPod(t.Pod).m.engines) < 2 })
+		case c.ID == "entity.degraded" && kind == "gpu":
+			// A slow GPU with no measured mechanism slows its engine, and
+			// nothing tells it from the engine's other GPUs: a GPU target
+			// is a GPU of its own, the whole of a one-GPU pod.
+			ts = slices.DeleteFunc(ts, func(t Target) bool { return len(f.gpuByRef(t.GPU).engine.gpus) > 1 })
 		case c.ID == "prefix_cache.miss":
 			// Losing the prefix cache matters where prompts share prefixes:
 			// models behind a deployment system prompt.

@@ -143,6 +143,9 @@ func TestRandomCaseRanges(t *testing.T) {
 				t.Errorf("%s: decoy %s on %s overlaps the fault's target", where, ds.Kind, targetString(ds.Target))
 			}
 		}
+		if f.Cause == "entity.degraded" && f.Target.GPU != "" && len(fleet.gpuByRef(f.Target.GPU).engine.gpus) != 1 {
+			t.Errorf("%s: a slow GPU with no mechanism inside a tensor-parallel engine (indistinguishable from its peers)", where)
+		}
 		if f.Cause == "prefix_cache.miss" && !hasSystemPrompt(&fleetPlan{spec: fl}, targetModel(fleet, f.Target)) {
 			t.Errorf("%s: prefix-cache fault on a model without a system prompt", where)
 		}
