@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -17,25 +16,11 @@ import (
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/obs"
-	"github.com/tailcause/tailcause/schemas"
+	"github.com/tailcause/tailcause/lab/eval"
 )
 
 // embeddedKafka starts an in-process kfake broker with the declared topics.
-func embeddedKafka() (*kfake.Cluster, error) {
-	topics, err := schemas.Topics()
-	if err != nil {
-		return nil, err
-	}
-	opts := []kfake.Opt{kfake.NumBrokers(1)}
-	for _, t := range topics {
-		opts = append(opts, kfake.SeedTopics(int32(t.Partitions), t.Name))
-	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded kafka: %w", err)
-	}
-	return c, nil
-}
+func embeddedKafka() (*kfake.Cluster, error) { return eval.EmbeddedKafka() }
 
 // pipeline is ingest + enrich in one process.
 type pipeline struct {

@@ -84,7 +84,7 @@ func TestImportGraph(t *testing.T) {
 // TestEveryPackageHasDoc: a doc.go per package says what it owns.
 func TestEveryPackageHasDoc(t *testing.T) {
 	root := filepath.Join("..", "..")
-	for _, dir := range []string{"ingest", "enrich", "enrich/normalize", "enrich/join", "causal", "schemas", "internal/chstore", "internal/kafkax", "internal/otlpkafka", "internal/testkit", "internal/faultlab", "query", "query/alert", "internal/otlpfixture"} {
+	for _, dir := range []string{"ingest", "enrich", "enrich/normalize", "enrich/join", "causal", "schemas", "internal/chstore", "internal/kafkax", "internal/otlpkafka", "internal/testkit", "internal/faultlab", "query", "query/alert", "internal/otlpfixture", "lab/eval"} {
 		if _, err := os.Stat(filepath.Join(root, dir)); err != nil {
 			continue // not every package exists at every stage of the project
 		}

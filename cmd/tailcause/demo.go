@@ -20,6 +20,7 @@ import (
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/eval"
 	"github.com/tailcause/tailcause/query"
 	"github.com/tailcause/tailcause/query/alert"
 )
@@ -78,31 +79,33 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	say(3, "pipeline: %d requests and %d metric points through in-process Kafka → enrich → ClickHouse",
 		truth.Stats.Requests, truth.Stats.MetricPoints)
 
-	model := truth.Stats.Models[0].Model
-	if len(truth.Faults) > 0 {
-		model = truth.Faults[0].Entity.Model
-	}
 	an, err := causal.NewAnalyzer(causal.StoreDB(st), causal.DefaultConfig())
 	if err != nil {
 		return err
 	}
-	window := rankWindow(truth)
-	res, err := an.Analyze(ctx, causal.Request{
-		SLO:    causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: map[string]string{"model": model}},
-		Window: window,
-	})
+	// The on-call question, fleet-wide: why was the tail bad over the run,
+	// and where? The window is the whole run, chosen without the truth.
+	window := causal.Interval{Start: truth.Start, End: truth.End}
+	sw, err := an.Sweep(ctx, causal.SweepRequest{SLO: causal.SLO{Signal: "e2e_latency", Quantile: 0.99}, Window: window})
 	if err != nil {
 		return err
 	}
-	in := res.Incident
-	say(4, "rank %s..%s, scope model=%s: status %s, P99 %.0f ms against a baseline of %.0f ms",
-		window.Start.Format(time.RFC3339), window.End.Format(time.RFC3339), model, in.Status, in.ObservedP99MS, in.BaselineP99MS)
-	printCulprits(e.stdout, in)
-	verdict := groundTruthVerdict(in, truth)
-	fmt.Fprintln(e.stdout, verdict)
-	if in.Status != causal.StatusFiring {
+	say(4, "rank %s..%s, fleet-wide (%d scopes): %d breach(es)", window.Start.Format(time.RFC3339), window.End.Format(time.RFC3339), len(sw.Scopes), len(sw.Breaches))
+	for i, b := range sw.Breaches {
+		where := "the scope's P99"
+		if w := b.Incident.Breach; w != nil && w.Level != causal.LevelScope {
+			where = w.Level + " " + causal.EntityString(w.Entity) + " against its peers"
+		}
+		fmt.Fprintf(e.stdout, "      breach %d: %s, %s: P99 %.0f ms against a baseline of %.0f ms\n", i+1, causal.ScopeString(b.Incident.SLO.Scope), where, b.Incident.ObservedP99MS, b.Incident.BaselineP99MS)
+	}
+	verdict := groundTruthVerdict(sw.Breaches, truth)
+	if len(sw.Breaches) == 0 {
+		fmt.Fprintln(e.stdout, verdict)
 		return errors.New("demo: no incident fired for a fault scenario")
 	}
+	in := sw.Breaches[0].Incident
+	printCulprits(e.stdout, in)
+	fmt.Fprintln(e.stdout, verdict)
 	now := time.Now().UTC()
 	if err := causal.WriteIncident(ctx, causal.StoreDB(st), causal.IncidentRecord{Incident: in, Version: 1, State: causal.StateFiring, OpenedAt: now, UpdatedAt: now}); err != nil {
 		return err
@@ -227,27 +230,30 @@ func printCulprits(w io.Writer, in causal.Incident) {
 	}
 }
 
-// groundTruthVerdict compares the top culprit with the scenario's truth.
-func groundTruthVerdict(in causal.Incident, truth *faultlab.Truth) string {
+// groundTruthVerdict compares the fleet-wide answer's top culprit (the
+// most severe breach's) with the scenario's truth, with the eval's strict
+// scorer.
+func groundTruthVerdict(breaches []*causal.Analysis, truth *faultlab.Truth) string {
 	if len(truth.Faults) == 0 {
-		if in.Status == causal.StatusOK {
+		if len(breaches) == 0 {
 			return "ground truth: no fault — and no incident: OK"
 		}
 		return "MISMATCH: ground truth has no fault, but an incident fired"
 	}
 	f := truth.Faults[0]
 	want := fmt.Sprintf("%s on %s", f.Cause, entityText(f.Entity))
-	if len(in.Culprits) == 0 {
+	ranked := eval.Flatten(breaches)
+	if len(ranked) == 0 {
 		return "MISMATCH: ground truth is " + want + ", but no culprit was ranked"
 	}
-	c := in.Culprits[0]
+	c := ranked[0]
 	if string(c.Cause) != f.Cause {
 		return fmt.Sprintf("MISMATCH: ground truth is %s, top culprit is %s", want, c.Cause)
 	}
-	if entityMatches(c, truth.Faults) {
-		return "ground truth: " + want + " — top culprit matches (cause and entity)"
+	if ok, why := eval.NewScorer(truth).Match(c, f); !ok {
+		return "MISMATCH: ground truth is " + want + "; the top culprit has its cause but not its entity (" + causal.EntityString(c.Entity) + ": " + why + ")"
 	}
-	return "ground truth: " + want + " — top culprit matches the cause (entity: " + causal.EntityString(c.Entity) + ")"
+	return "ground truth: " + want + " — top culprit matches (cause and entity)"
 }
 
 func entityText(en faultlab.Entity) string {

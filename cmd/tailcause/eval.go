@@ -5,354 +5,126 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
-	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/eval"
 )
 
-// evalRun is the outcome of one scenario × seed.
-type evalRun struct {
-	Scenario   string              `json:"scenario"`
-	Seed       uint64              `json:"seed"`
-	Truth      []string            `json:"truth"`
-	Confounded bool                `json:"confounded"`
-	FaultFree  bool                `json:"fault_free"`
-	Requests   int64               `json:"requests"`
-	SimDays    float64             `json:"sim_days"`
-	Fired      []string            `json:"fired_scopes"`
-	Rankings   map[string][]string `json:"rankings"` // method → causes, best first
-	EntityOK   bool                `json:"entity_ok"`
-	Seconds    float64             `json:"seconds"`
-	Error      string              `json:"error,omitempty"`
-}
-
-// methodMain is the project's own method in the eval tables.
-const methodMain = causal.Estimator
-
-var evalMethods = []string{methodMain, causal.MethodUnadjusted, causal.MethodRobustZ}
-
+// cmdEval evaluates the ranking on randomized fault-lab runs (lab/eval):
+// each seed draws a fleet and a fault, runs through the real pipeline, and
+// is asked the fleet-wide question with and without healthy data before
+// the window; the answers are scored strictly against the ground truth,
+// next to the two baselines.
 func cmdEval(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
-	scenarios := fs.String("scenarios", "", "comma-separated scenario names (default: every built-in scenario)")
-	seeds := fs.Int("seeds", 5, "seeds per scenario")
-	duration := fs.Duration("duration", 30*time.Minute, "simulated time per run")
-	stepShare := fs.Float64("step-span-share", 0.05, "share of engines exporting per-step spans")
-	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<scenario>_<seed>)")
+	set := fs.String("set", "tune", "seed set: tune (seeds 1, 2, …; tune on these) or holdout (seeds 100001, 100002, …; report on these)")
+	runs := fs.Int("runs", 20, "seeds to draw from the set (each is asked every --questions question: one run each)")
+	seedList := fs.String("seeds", "", "comma-separated seeds instead of --set/--runs (a seed ≥ 100001 belongs to the holdout set)")
+	questions := fs.String("questions", "no-earlier-data,healthy-before", "questions to ask: no-earlier-data (the window is the whole run), healthy-before (the run's first half is fault-free, the window is its second half)")
+	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per run (healthy-before: half of it before the window)")
+	parallel := fs.Int("parallel", 2, "runs at once (each with its own ClickHouse database and in-process Kafka)")
+	detector := fs.Bool("detector", false, "also replay the scheduled detector over each healthy-before run in simulated time and score the first incident it opened")
+	detInterval := fs.Duration("detector-interval", 0, "the replayed detector's interval (default: tailcause causal's)")
+	minEffect := fs.Float64("min-effect", 1.3, "a drawn fault must lift its own engines' P99 by this factor; weaker draws are strengthened, and runs that stay weaker are not scored")
+	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<seed>_<question>)")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: tailcause eval [flags]\n\nScore the culprit ranking on randomized fault-lab fleets run through Kafka, enrich and ClickHouse, asked fleet-wide.\nThe tables go to stdout, one progress line per run to stderr.\n\nflags:")
+		fs.PrintDefaults()
+	}
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	names, err := evalScenarios(*scenarios)
+	var seeds []uint64
+	if *seedList != "" {
+		for _, s := range splitList(*seedList) {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil || n == 0 {
+				return fmt.Errorf("%w: --seeds: %q is not a positive integer", errUsage, s)
+			}
+			seeds = append(seeds, n)
+		}
+	} else {
+		var err error
+		if seeds, err = eval.SetSeeds(*set, *runs); err != nil {
+			return fmt.Errorf("%w: --set: %v", errUsage, err)
+		}
+	}
+	var qs []eval.Question
+	for _, q := range splitList(*questions) {
+		known := false
+		for _, k := range eval.Questions() {
+			known = known || string(k) == q
+		}
+		if !known {
+			return fmt.Errorf("%w: --questions: unknown question %q", errUsage, q)
+		}
+		qs = append(qs, eval.Question(q))
+	}
+	if *duration < 4*time.Minute {
+		return fmt.Errorf("%w: --duration %v: at least 4m (the healthy-before question's window is half of it)", errUsage, *duration)
+	}
+	opts := eval.Options{
+		Store: sf.config(), Duration: *duration, Questions: qs, Parallel: *parallel,
+		Detector: *detector, MinEffect: *minEffect, Keep: *keep, Progress: e.stderr,
+		// The components' warnings and errors only: one run's migrations,
+		// sweeps and incidents would drown the progress lines.
+		Log: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),
+	}
+	if *detInterval > 0 {
+		opts.DetectorConfig = causal.DefaultLifecycleConfig()
+		opts.DetectorConfig.Interval = *detInterval
+	}
+	fmt.Fprintf(e.stderr, "eval: %d seeds × %d questions, %v simulated each, %d at a time, ClickHouse %s\n", len(seeds), len(qs), *duration, *parallel, sf.addr)
+	started := time.Now()
+	res, err := eval.Evaluate(ctx, opts, seeds)
 	if err != nil {
 		return err
 	}
-	var runs []evalRun
-	total := len(names) * *seeds
-	started := time.Now()
-	for _, name := range names {
-		for seed := 1; seed <= *seeds; seed++ {
-			fmt.Fprintf(e.stderr, "[%d/%d] %s seed %d (%s elapsed)\n", len(runs)+1, total, name, seed, time.Since(started).Round(time.Second))
-			r := evalOne(ctx, e, sf, name, uint64(seed), *duration, *stepShare, *keep)
-			if r.Error != "" {
-				fmt.Fprintf(e.stderr, "  error: %s\n", r.Error)
-			} else {
-				fmt.Fprintf(e.stderr, "  truth %v; fired %v; ranked %v (%.0fs)\n", r.Truth, r.Fired, top(r.Rankings[methodMain], 3), r.Seconds)
-			}
-			runs = append(runs, r)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
-	}
 	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(runs, "", "  ")
+		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", *jsonOut, err)
 		}
 	}
-	printEval(e.stdout, runs)
-	for _, r := range runs {
+	eval.Report(e.stdout, res)
+	var secs float64
+	var failed []string
+	for _, r := range res {
+		secs += r.Seconds
 		if r.Error != "" {
-			return fmt.Errorf("%d run(s) failed; first: %s seed %d: %s", countErrors(runs), r.Scenario, r.Seed, r.Error)
+			failed = append(failed, fmt.Sprintf("seed %d %s: %s", r.Seed, r.Question, r.Error))
 		}
+	}
+	fmt.Fprintf(e.stdout, "\n%d runs in %s (%.1f s of run time each on average, %d at a time)\n", len(res), time.Since(started).Round(time.Second), secs/float64(max(1, len(res))), *parallel)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d run(s) failed; first: %s", len(failed), strings.Join(failed[:1], ""))
 	}
 	return nil
 }
 
-func countErrors(runs []evalRun) int {
-	n := 0
-	for _, r := range runs {
-		if r.Error != "" {
-			n++
-		}
-	}
-	return n
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
 }
 
-func top(xs []string, k int) []string {
-	if len(xs) > k {
-		return xs[:k]
-	}
-	return xs
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
-func evalScenarios(list string) ([]string, error) {
-	if list != "" {
-		return splitList(list), nil
-	}
-	infos, err := faultlab.ListScenarios()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, in := range infos {
-		names = append(names, in.Name)
-	}
-	return names, nil
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
 }
 
-// evalOne simulates one run through the real pipeline into a fresh
-// database and ranks it with the three methods.
-func evalOne(ctx context.Context, e *env, sf storeFlags, name string, seed uint64, dur time.Duration, stepShare float64, keep bool) evalRun {
-	t0 := time.Now()
-	r := evalRun{Scenario: name, Seed: seed, Rankings: map[string][]string{}}
-	fail := func(err error) evalRun {
-		r.Error = err.Error()
-		r.Seconds = time.Since(t0).Seconds()
-		return r
-	}
-	sc, err := faultlab.LoadScenario(name)
-	if err != nil {
-		return fail(err)
-	}
-	for _, f := range sc.Faults {
-		r.Truth = append(r.Truth, f.Cause)
-	}
-	r.FaultFree = len(sc.Faults) == 0
-	r.Confounded = len(sc.Decoys) > 0 || strings.Contains(name, "decoy")
-	cfg := sf.config()
-	cfg.Database = fmt.Sprintf("%s_eval_%s_%d", sf.database, name, seed)
-	st, err := chstore.Open(ctx, cfg)
-	if err != nil {
-		return fail(err)
-	}
-	defer func() {
-		if !keep {
-			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+cfg.Database)
-		}
-		st.Close()
-	}()
-	// A fresh database for every run: drop what an earlier eval left.
-	for _, tbl := range []string{"requests", "token_stalls", "gpu_samples", "engine_samples", "rejected_input", "incidents", "culprits"} {
-		_ = st.Conn().Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
-	}
-	_ = st.Conn().Exec(ctx, "DROP TABLE IF EXISTS schema_migrations")
-	if _, err := st.Migrate(ctx, nil); err != nil {
-		return fail(err)
-	}
-	lc := faultlab.DefaultConfig()
-	lc.Scenario, lc.Seed, lc.Duration, lc.StepSpanShare = sc, seed, dur, stepShare
-	truth, err := runLab(ctx, e, st, lc, nil)
-	if err != nil {
-		return fail(err)
-	}
-	r.Requests = truth.Stats.Requests
-	r.SimDays = truth.End.Sub(truth.Start).Hours() / 24
-	an, err := causal.NewAnalyzer(causal.StoreDB(st), causal.DefaultConfig())
-	if err != nil {
-		return fail(err)
-	}
-	faultModel := ""
-	if len(truth.Faults) > 0 {
-		// A host fault names no model: rank the model its engines serve.
-		f := truth.Faults[0]
-		faultModel = f.Entity.Model
-		if faultModel == "" && len(f.Affected) > 0 {
-			faultModel = f.Affected[0].Model
-		}
-	}
-	window := rankWindow(truth)
-	for _, ms := range truth.Stats.Models {
-		res, err := an.Analyze(ctx, causal.Request{
-			SLO:    causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: map[string]string{"model": ms.Model}},
-			Window: window,
-		})
-		if err != nil {
-			return fail(fmt.Errorf("analyze %s: %w", ms.Model, err))
-		}
-		if res.Incident.Status == causal.StatusFiring {
-			r.Fired = append(r.Fired, ms.Model)
-		}
-		if ms.Model != faultModel || res.Incident.Status != causal.StatusFiring {
-			continue
-		}
-		for _, c := range res.Incident.Culprits {
-			r.Rankings[methodMain] = append(r.Rankings[methodMain], string(c.Cause))
-		}
-		if cs := res.Incident.Culprits; len(cs) > 0 {
-			r.EntityOK = entityMatches(cs[0], truth.Faults)
-		}
-		cmp, err := an.CompareRankings(ctx, res)
-		if err != nil {
-			return fail(err)
-		}
-		for m, ranked := range cmp {
-			seen := map[causal.Cause]bool{}
-			for _, x := range ranked {
-				if !seen[x.Cause] { // a cause measured by two nodes counts once, at its best
-					seen[x.Cause] = true
-					r.Rankings[m] = append(r.Rankings[m], string(x.Cause))
-				}
-			}
-		}
-	}
-	r.Seconds = time.Since(t0).Seconds()
-	return r
-}
-
-// rankWindow is the question the on-call engineer asks when the fault is
-// at its worst: "why is the tail bad since the start of the run?" — from
-// the run's start (no earlier data: the baseline is the healthy stretch
-// before the breach, found by change-point detection) to the end of the
-// first fault. Fault-free runs are asked about the same share of the run.
-func rankWindow(truth *faultlab.Truth) causal.Interval {
-	end := truth.Start.Add(time.Duration(0.7 * float64(truth.End.Sub(truth.Start))))
-	if len(truth.Faults) > 0 {
-		end = truth.Faults[0].End
-	}
-	return causal.Interval{Start: truth.Start, End: end}
-}
-
-// entityMatches: the top culprit names the entity the fault acted on, at
-// the level the cause lives on (a GPU for GPU causes, the engine's pod for
-// engine causes, the model for workload shifts and model-wide engine
-// faults — or its engine when the model has one).
-func entityMatches(c causal.Culprit, faults []faultlab.TruthFault) bool {
-	for _, f := range faults {
-		if string(c.Cause) != f.Cause {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(f.Cause, "gpu."):
-			return c.Entity.GPU == f.Entity.GPU
-		case strings.HasPrefix(f.Cause, "workload."):
-			return c.Entity.Model == "" || c.Entity.Model == f.Entity.Model
-		case f.Entity.Pod == "" && f.Entity.Host == "" && len(f.Affected) == 1:
-			// A model served by one engine: the engine is the model.
-			return c.Entity.Pod == f.Affected[0].Pod || (c.Entity.Pod == "" && c.Entity.Host == "")
-		default:
-			return c.Entity.Pod == f.Entity.Pod || (c.Entity.Pod == "" && c.Entity.Host == f.Entity.Host)
-		}
-	}
-	return false
-}
-
-// hit reports whether one of the truth causes is within the first k.
-func hit(ranked []string, truth []string, k int) bool {
-	for i, c := range ranked {
-		if i >= k {
-			break
-		}
-		for _, t := range truth {
-			if c == t {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-type evalScore struct {
-	n, top1, top3, cn, ctop1, ctop3 int
-}
-
-func (s evalScore) rate(a, b int) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f (%d/%d)", float64(a)/float64(b), a, b)
-}
-
-// printEval prints top-1/top-3 accuracy for each method on the fault runs
-// (and on the confounded ones), and false incidents per simulated day on
-// the fault-free runs. Breach detection is shared by the three methods, so
-// their false-incident rates are the same number.
-func printEval(w io.Writer, runs []evalRun) {
-	scores := map[string]*evalScore{}
-	for _, m := range evalMethods {
-		scores[m] = &evalScore{}
-	}
-	var falseInc int
-	var freeDays float64
-	entityOK, entityN := 0, 0
-	for _, r := range runs {
-		if r.Error != "" {
-			continue
-		}
-		if r.FaultFree {
-			falseInc += len(r.Fired)
-			freeDays += r.SimDays
-			continue
-		}
-		entityN++
-		if r.EntityOK {
-			entityOK++
-		}
-		for _, m := range evalMethods {
-			s := scores[m]
-			s.n++
-			h1, h3 := hit(r.Rankings[m], r.Truth, 1), hit(r.Rankings[m], r.Truth, 3)
-			if h1 {
-				s.top1++
-			}
-			if h3 {
-				s.top3++
-			}
-			if r.Confounded {
-				s.cn++
-				if h1 {
-					s.ctop1++
-				}
-				if h3 {
-					s.ctop3++
-				}
-			}
-		}
-	}
-	fi := "-"
-	if freeDays > 0 {
-		fi = fmt.Sprintf("%.2f (%d in %.2f days)", float64(falseInc)/freeDays, falseInc, freeDays)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "method\ttop-1\ttop-3\tconfounded top-1\tconfounded top-3\tfalse incidents/day")
-	for _, m := range evalMethods {
-		s := scores[m]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m, s.rate(s.top1, s.n), s.rate(s.top3, s.n), s.rate(s.ctop1, s.cn), s.rate(s.ctop3, s.cn), fi)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "top culprit on the right entity (%s): %s\n", methodMain, (&evalScore{}).rate(entityOK, entityN))
-	// Per scenario, for reading the misses.
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nscenario\tseed\ttruth\tfired\t"+strings.Join(evalMethods, "\t"))
-	for _, r := range runs {
-		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%d\terror: %s\n", r.Scenario, r.Seed, r.Error)
-			continue
-		}
-		cols := []string{}
-		for _, m := range evalMethods {
-			cols = append(cols, strings.Join(top(r.Rankings[m], 3), ","))
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.Scenario, r.Seed, strings.Join(r.Truth, ","), strings.Join(r.Fired, ","), strings.Join(cols, "\t"))
-	}
-	tw.Flush()
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

@@ -38,7 +38,7 @@ func commands() map[string]command {
 		"migrate": {"apply the ClickHouse migrations (or --print their DDL)", cmdMigrate},
 		"all":     {"ingest + enrich in one process (--embedded-kafka: with an in-process broker)", cmdAll},
 		"demo":    {"the whole story in one command: fault lab → pipeline → incident → webhook → report", cmdDemo},
-		"eval":    {"run the fault-lab scenario suite through the pipeline and score the culprit ranking", cmdEval},
+		"eval":    {"score the culprit ranking on randomized fault-lab fleets run through the pipeline, asked fleet-wide", cmdEval},
 		"enrich":  {"consume OTLP from Kafka, join requests with engine/GPU state, write ClickHouse", cmdEnrich},
 		"rank":    {"rank the root causes of a tail-latency breach in a time window", cmdRank},
 		"causal":  {"watch each scope's tail latency; open, update and resolve incidents", cmdCausal},

@@ -109,6 +109,18 @@ func (s *Scorer) EntityMatch(en causal.Entity, f faultlab.TruthFault) (bool, str
 	return true, ""
 }
 
+// Touches says whether an entity (a breach's scope and entity, say)
+// selects any GPU the fault acts on.
+func (s *Scorer) Touches(en causal.Entity, f faultlab.TruthFault) bool {
+	want := s.actedOn(f)
+	for _, g := range s.selected(en) {
+		if slices.Contains(want, g) {
+			return true
+		}
+	}
+	return false
+}
+
 // selected lists the GPUs (of engines) whose labels match every field of
 // en, sorted.
 func (s *Scorer) selected(en causal.Entity) []string {

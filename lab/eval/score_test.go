@@ -230,3 +230,24 @@ func TestFlatten(t *testing.T) {
 		t.Errorf("flatten of no breach: %+v", got)
 	}
 }
+
+func TestTouches(t *testing.T) {
+	tr := scoreTruth(t)
+	s := NewScorer(tr)
+	f := tr.Faults[1] // kv_cache.preemption on llama-3-1-8b-1
+	for _, tc := range []struct {
+		e    causal.Entity
+		want bool
+	}{
+		{causal.Entity{Model: "llama-3.1-8b"}, true},
+		{causal.Entity{Host: "node-1"}, true},
+		{causal.Entity{Pod: "llama-3-1-8b-1"}, true},
+		{causal.Entity{Pod: "llama-3-1-8b-0"}, false},
+		{causal.Entity{Model: "mistral-7b"}, false},
+		{causal.Entity{Host: "node-2"}, false},
+	} {
+		if got := s.Touches(tc.e, f); got != tc.want {
+			t.Errorf("%+v touches %v, want %v", tc.e, got, tc.want)
+		}
+	}
+}
