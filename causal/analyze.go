@@ -37,8 +37,10 @@ type Config struct {
 	// MinBaselineRequests is the fewest requests a baseline needs (400).
 	MinBaselineRequests int
 	// MinRelIncrease is the margin of the baseline rule (DetectBreach): the
-	// window's lower bound must exceed the baseline's upper bound by this
-	// share (0.2). It is also the shift BreachStart looks for.
+	// window's quantile must exceed the baseline's by this share (0.2), its
+	// lower bound the baseline's upper bound. It is also the shift
+	// BreachStart looks for, and the margin by which an entity's own
+	// quantile must exceed its peers' in a sweep.
 	MinRelIncrease float64
 	// BaselineLength is the default baseline: the stretch right before the
 	// window (1h), used when it holds MinBaselineRequests.
@@ -318,6 +320,9 @@ type Candidate struct {
 	// on its entity rather than a root (a queue where arrivals did not
 	// rise: Config.QueueDemandRise); it ranks below the others there.
 	Symptom bool
+	// WholeScope marks an entity that is the scope's only one (a model
+	// served by one engine): named, but not localized within the scope.
+	WholeScope bool
 	// Culprit is set when the cause made the ranked list.
 	Culprit bool
 }

@@ -258,6 +258,13 @@ func (r *run) attribute() error {
 			}
 		}
 	}
+	for _, c := range r.causes {
+		if c.cand.Skipped == "" && c.kind == kindGPU {
+			if err := r.hostWideGPU(c); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.examineDegraded(); err != nil {
 		return err
 	}

@@ -111,8 +111,9 @@ type BreachConfig struct {
 	// ThresholdMS is the SLO threshold of the quantile; 0 means no SLO
 	// (baseline comparison only).
 	ThresholdMS float64
-	// MinRelIncrease is the margin over the baseline's upper bound: the
-	// window's lower bound must exceed Upper·(1+MinRelIncrease). Zero means
+	// MinRelIncrease is the margin over the baseline: the window's estimate
+	// must exceed the baseline's estimate·(1+MinRelIncrease), and its lower
+	// bound the baseline's upper bound. Zero means
 	// 0.2, a move larger than usual day-to-day drift of a P99; negative
 	// means no margin.
 	MinRelIncrease float64
@@ -128,8 +129,9 @@ type Breach struct {
 }
 
 // DetectBreach decides whether the window's quantile is credibly bad: its
-// lower confidence bound exceeds the SLO threshold, or the upper bound of the
-// baseline's quantile (times 1 + MinRelIncrease). baseline may be nil (no
+// lower confidence bound exceeds the SLO threshold, or it exceeds the upper
+// bound of the baseline's quantile while the estimate exceeds the
+// baseline's by MinRelIncrease. baseline may be nil (no
 // earlier data: find one with BreachStart). Both intervals must come from
 // QuantileInterval(Top), which enforces the minimum sample size.
 func DetectBreach(window QuantileCI, baseline *QuantileCI, cfg *BreachConfig) Breach {
@@ -147,7 +149,11 @@ func DetectBreach(window QuantileCI, baseline *QuantileCI, cfg *BreachConfig) Br
 	if c.ThresholdMS > 0 && window.Lower > c.ThresholdMS {
 		b.Reasons = append(b.Reasons, "slo")
 	}
-	if baseline != nil && window.Lower > baseline.Upper*(1+c.MinRelIncrease) {
+	// Significant (the window's lower bound above the baseline's upper
+	// bound) and material (the estimate up by the margin). Asking the lower
+	// bound to clear the upper bound by the margin as well would demand a
+	// rise of half again or more before a P99 counts as broken.
+	if baseline != nil && window.Lower > baseline.Upper && window.Estimate > baseline.Estimate*(1+c.MinRelIncrease) {
 		b.Reasons = append(b.Reasons, "baseline")
 	}
 	b.Breached = len(b.Reasons) > 0

@@ -87,10 +87,11 @@ func TestDetectBreach(t *testing.T) {
 	}{
 		{"slo", QuantileCI{Lower: 2600}, nil, &BreachConfig{ThresholdMS: 2500}, []string{"slo"}},
 		{"slo not credible", QuantileCI{Estimate: 2700, Lower: 2400}, nil, &BreachConfig{ThresholdMS: 2500}, nil},
-		{"baseline", QuantileCI{Lower: 2500}, &base, nil, []string{"baseline"}},
-		{"within margin", QuantileCI{Lower: 2300}, &base, nil, nil},
-		{"no margin", QuantileCI{Lower: 2300}, &base, &BreachConfig{MinRelIncrease: -1}, []string{"baseline"}},
-		{"both", QuantileCI{Lower: 6000}, &base, &BreachConfig{ThresholdMS: 2500}, []string{"slo", "baseline"}},
+		{"baseline", QuantileCI{Estimate: 2600, Lower: 2500}, &base, nil, []string{"baseline"}},
+		{"within margin", QuantileCI{Estimate: 2250, Lower: 2100}, &base, nil, nil},
+		{"not significant", QuantileCI{Estimate: 2400, Lower: 1950}, &base, nil, nil},
+		{"no margin", QuantileCI{Estimate: 2250, Lower: 2100}, &base, &BreachConfig{MinRelIncrease: -1}, []string{"baseline"}},
+		{"both", QuantileCI{Estimate: 6500, Lower: 6000}, &base, &BreachConfig{ThresholdMS: 2500}, []string{"slo", "baseline"}},
 		{"healthy", QuantileCI{Lower: 1850, Upper: 2100}, &base, &BreachConfig{ThresholdMS: 2500}, nil},
 	}
 	for _, tc := range tests {

@@ -169,7 +169,7 @@ func TestNodeSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv, _ := g.Node("kv_usage")
-	if got, want := kv.Treatment(), "toFloat64(kv_usage_max >= 0.9)"; got != want {
+	if got, want := kv.Treatment(), "toFloat64(kv_usage_max >= 0.9 OR preemptions_during > 0)"; got != want {
 		t.Errorf("Treatment = %q, want %q", got, want)
 	}
 	pt, _ := g.Node("prompt_tokens")

@@ -552,11 +552,37 @@ func (r *run) localize(c *causeRun) {
 			spreadShare += sh
 		}
 	}
+	// An entity (or a set of them) is the cause's only when its exposure is
+	// its own: its requests are exposed far more often than the other
+	// entities' of the scope (concentrated). A model-wide fault exposes
+	// every engine alike, and the one that happens to carry most of the
+	// affected tail is not its entity.
+	concentrated := func(es ...*entityStats) bool {
+		var in, inN, allN float64
+		for _, e := range es {
+			in += e.exp[c.pidx].wExp
+			inN += e.nw
+		}
+		for k, e := range set {
+			if k != "" {
+				allN += e.nw
+			}
+		}
+		outN := allN - inN
+		if outN < float64(r.cfg.MinEntityRows) || inN == 0 {
+			// No peers to differ from: one entity is the scope itself
+			// (named, with the scope's model); several are the scope.
+			c.cand.WholeScope = len(es) == 1
+			return len(es) == 1
+		}
+		out := math.Max(c.exp.wExp-in, 0)
+		return in/inN >= 3*out/outN
+	}
 	switch {
-	case len(spread) <= 1 && best != nil && share >= r.cfg.LocalizeShare && best.nw+best.nb >= float64(r.cfg.MinEntityRows):
+	case len(spread) <= 1 && best != nil && share >= r.cfg.LocalizeShare && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
 		c.entityKey = best.key
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
-	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare:
+	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && concentrated(spread...):
 		keys := make([]string, len(spread))
 		for i, es := range spread {
 			keys[i] = es.key

@@ -541,7 +541,8 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //
 //   - Upstream first: a culprit whose DAG node is an ancestor of another
 //     culprit's, acting on the same reach (both scope-wide, or the same
-//     engine or GPU), outranks it: prefill load, KV usage or the prefix
+//     engine or GPU), with at least 0.3 of its attributable fraction (its
+//     total effect, through the other included), outranks it: prefill load, KV usage or the prefix
 //     cache moving because the workload changed, or prefill load rising
 //     because a backlog keeps the engine prefilling, are consequences, not
 //     the root.
@@ -574,11 +575,17 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 	}
 	nodes := make([]string, len(cs))
 	symptom := make([]bool, len(cs))
+	whole := map[Entity]bool{} // entities that are the whole scope
 	for i, c := range cs {
 		k := cand(c)
 		nodes[i], symptom[i] = k.Node, k.Symptom
+		if k.WholeScope {
+			whole[c.Entity] = true
+		}
 	}
-	localized := func(e Entity) bool { return e.Pod != "" || e.GPU != "" || e.Engine != "" || e.Host != "" }
+	localized := func(e Entity) bool {
+		return (e.Pod != "" || e.GPU != "" || e.Engine != "" || e.Host != "") && !whole[e]
+	}
 	hostOnly := func(e Entity) bool { return e.Host != "" && e.Pod == "" && e.GPU == "" && e.Engine == "" }
 	overlaps := func(a, b Entity) bool {
 		return (a.Pod != "" && a.Pod == b.Pod) || (a.GPU != "" && a.GPU == b.GPU) || (a.Engine != "" && a.Host != "" && a.Host == b.Host && a.Engine == b.Engine && a.Pod == b.Pod) ||
@@ -607,8 +614,12 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
-		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]):
-			return true // upstream first: b's mechanism drives a's
+		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
+			b.AttributableFraction >= 0.3*a.AttributableFraction:
+			// Upstream first: b's mechanism drives a's. b's share of the
+			// tail is its total effect, through a included: when it is
+			// far below a's, most of a is not b's doing.
+			return true
 		}
 		return false
 	}

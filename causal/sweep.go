@@ -61,6 +61,8 @@ type SweepResult struct {
 	Breaches []*Analysis
 	// Scopes are the scopes examined, in the order examined.
 	Scopes []map[string]string
+	// Examined are the scope analyses (firing or not), in Scopes order.
+	Examined []*Analysis
 	// Insufficient are the scopes with too few window requests to judge.
 	Insufficient []map[string]string
 	// Notes are remarks about the sweep itself.
@@ -133,6 +135,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
 		}
 		res.Scopes = append(res.Scopes, sc)
+		res.Examined = append(res.Examined, an)
 		if an.Insufficient {
 			res.Insufficient = append(res.Insufficient, sc)
 		}

@@ -99,3 +99,127 @@ func sampleInterval(iv Interval) string {
 func samplePrune(ivs ...Interval) string {
 	return strings.ReplaceAll(prune(ivs...), "start_time", "time")
 }
+
+// hostWideGPU names the host of a GPU cause that acts on a whole host (a
+// rack's power cap, a host's cooling, a driver's XIDs, a host's PCIe
+// switch): the candidate host is the one of the culprit's GPU, of all the
+// GPUs it was split over, or, for a cause left on the scope, the host that
+// carries LocalizeShare of its affected tail. The GPU samples of every GPU
+// (any scope: the host's other GPUs may serve other models) say whether
+// the cause is the host's: at least two of the host's GPUs, and at least
+// half of them, show a rise of the cause's sample score of at least half
+// the most affected GPU's rise, above the rise typical of other hosts'
+// GPUs. The culprit then names the host (and the scope's model); its
+// split per-GPU culprits are dropped.
+func (r *run) hostWideGPU(c *causeRun) error {
+	sp := c.node.Samples
+	if sp == nil || c.exp.wTailExp == 0 {
+		return nil
+	}
+	host := ""
+	switch {
+	case c.splitInto > 0:
+		for _, s := range r.splits {
+			if s.node.Name != c.node.Name {
+				continue
+			}
+			h := r.gpus[s.entityKey].host
+			if host != "" && h != host {
+				return nil // split over hosts: per-GPU culprits stand
+			}
+			host = h
+		}
+	case c.cand.Entity.GPU != "":
+		host = c.cand.Entity.Host
+	default:
+		if best := mostExposed(r.hosts, c.pidx); best != nil && best.exp[c.pidx].wTailExp >= r.cfg.LocalizeShare*c.exp.wTailExp {
+			host = best.key
+		}
+	}
+	if host == "" {
+		return nil
+	}
+	score := "toFloat64(" + sp.Expr + ")"
+	ivs := []Interval{r.win}
+	baseCond := "0"
+	if r.base != nil {
+		ivs = append(ivs, *r.base)
+		baseCond = sampleInterval(*r.base)
+	}
+	metrics := make([]string, len(sp.Metrics))
+	for i, m := range sp.Metrics {
+		metrics[i] = QuoteString(m)
+	}
+	winCond := sampleInterval(r.win)
+	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
+FROM %[4]s FINAL
+WHERE metric IN (%[5]s) AND %[6]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s) AND gpu != ''
+GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, strings.Join(metrics, ", "), samplePrune(ivs...))
+	type hg struct {
+		host string
+		gpuScore
+	}
+	var mine []hg
+	var others []float64
+	err := r.query("host gpu samples", q, func(rows Rows) error {
+		var g hg
+		if err := rows.Scan(&g.host, &g.gpu, &g.win, &g.base, &g.nWin, &g.nBase); err != nil {
+			return err
+		}
+		if g.nWin == 0 {
+			return nil
+		}
+		g.rise = g.win
+		if g.nBase > 0 {
+			g.rise = g.win - g.base
+		}
+		if g.host == host {
+			mine = append(mine, g)
+		} else {
+			others = append(others, g.rise)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(mine) < 2 {
+		return nil
+	}
+	ref := 0.0
+	if len(others) > 0 {
+		ref = median(others)
+	}
+	top := math.Inf(-1)
+	for _, g := range mine {
+		top = math.Max(top, g.rise)
+	}
+	if !(top > ref) {
+		return nil
+	}
+	elevated := 0
+	for _, g := range mine {
+		if g.rise-ref >= 0.5*(top-ref) {
+			elevated++
+		}
+	}
+	if elevated < 2 || 2*elevated < len(mine) {
+		return nil
+	}
+	if c.splitInto > 0 {
+		kept := r.splits[:0]
+		for _, s := range r.splits {
+			if s.node.Name != c.node.Name {
+				kept = append(kept, s)
+			}
+		}
+		r.splits, c.splitInto = kept, 0
+	}
+	c.cand.Entity = Entity{Host: host, Model: r.req.SLO.Scope["model"]}
+	if es := r.hosts[host]; es != nil && es.healthOK {
+		c.cand.Health = es.health
+	}
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("GPU samples: %s of %s rose on %d of the %d GPUs of host %s (by at least half of its most affected GPU's rise, %s, over the %s typical of other hosts' GPUs): the host, not one GPU",
+		sp.Expr, strings.Join(sp.Metrics, ", "), elevated, len(mine), host, fmtNum(top), fmtNum(ref)))
+	return nil
+}
