@@ -46,12 +46,16 @@ func FaultLevel(f faultlab.TruthFault) Level {
 //     model for a model-level fault, the host for a host-level fault, the
 //     GPU UUID or the pod for a GPU- or engine-level fault;
 //  4. the culprit names exactly the entity the fault acts on: the GPUs of
-//     the fleet's engines that its fields select are the GPUs the fault
-//     acts on — a culprit on one pod of a model-wide fault, on one GPU of
-//     a slow host or of a tensor-parallel engine, or on a whole
-//     tensor-parallel engine for a fault of one of its GPUs, is wrong. (A
-//     pod that runs on one GPU is that GPU, so naming either identifies
-//     it.)
+//     the fleet's engines that its placement fields (host, GPU UUID, pod,
+//     engine; and model and service for a model-level fault) select are the
+//     GPUs the fault acts on — a culprit on one pod of a model-wide fault,
+//     on one GPU of a slow host or of a tensor-parallel engine, or on a
+//     whole tensor-parallel engine for a fault of one of its GPUs, is wrong.
+//     (A pod that runs on one GPU is that GPU, so naming either identifies
+//     it.) Below the model level, the model and service a culprit carries
+//     are the scope it was found in: they must select some of those GPUs,
+//     not all (a slow host serving two models is named right from either
+//     model's breach).
 type Scorer struct {
 	fleet []faultlab.TruthEngine
 }
@@ -95,9 +99,16 @@ func (s *Scorer) EntityMatch(en causal.Entity, f faultlab.TruthFault) (bool, str
 			return false, fmt.Sprintf("a %s-level fault: the culprit names neither GPU nor pod", lvl)
 		}
 	}
-	got, want := s.selected(en), s.actedOn(f)
-	if len(got) == 0 {
-		return false, "the culprit's entity selects no GPU of the fleet"
+	want := s.actedOn(f)
+	inScope := s.selected(en)
+	if !slices.ContainsFunc(inScope, func(g string) bool { return slices.Contains(want, g) }) {
+		return false, "the culprit's entity selects none of the GPUs the fault acts on"
+	}
+	got := inScope
+	if lvl != LevelModel {
+		place := en
+		place.Model, place.Service = "", ""
+		got = s.selected(place)
 	}
 	if !slices.Equal(got, want) {
 		what := "more"

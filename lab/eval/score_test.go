@@ -158,7 +158,10 @@ func TestScorerRules(t *testing.T) {
 		{"host: one GPU on the host", 3, E{Host: "node-1", GPU: n1g0}, false},
 		{"host: another host", 3, E{Host: "node-2"}, false},
 		{"host: a host of two models", 6, E{Host: "node-2"}, true},
-		{"host: one of its two models", 6, E{Host: "node-2", Model: "qwen2.5-32b"}, false},
+		{"host: from one of its two models' breaches", 6, E{Host: "node-2", Model: "qwen2.5-32b"}, true},
+		{"host: with a model it does not serve", 3, E{Host: "node-1", Model: "qwen2.5-32b"}, false},
+		{"host: one pod of a host of two models", 6, E{Host: "node-2", Model: "mistral-7b", Pod: "mistral-7b-0"}, false},
+		{"gpu: GPU with its pod's model as scope", 2, E{GPU: n2g1, Model: "qwen2.5-32b"}, true},
 	}
 	for _, tc := range cases {
 		f := tr.Faults[tc.fault]
