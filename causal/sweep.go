@@ -53,6 +53,14 @@ type Where struct {
 	TailThresholdMS float64 `json:"tail_threshold_ms"`
 	QuantileMS      float64 `json:"quantile_ms,omitempty"`
 	PeerQuantileMS  float64 `json:"peer_quantile_ms,omitempty"`
+	// Stretch is the part of the window where the entity is most
+	// significantly worse, when the time scan found it: against its peers
+	// in the same stretch ("peers") or against its own earlier requests,
+	// net of its peers' drift ("own_past"); StretchPValue its p-value
+	// before the correction.
+	Stretch       *Interval `json:"stretch,omitempty"`
+	StretchVs     string    `json:"stretch_vs,omitempty"`
+	StretchPValue float64   `json:"stretch_p_value,omitempty"`
 }
 
 // SweepResult is the outcome of Sweep.
@@ -144,7 +152,12 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		s := &scoped{sc: sc, an: an}
 		if an.WindowQuantile.N > 0 {
 			t0 := time.Now()
-			ents, n, err := a.screenScope(ctx, sc, req.Window, out.Covariate(), req.SLO.Quantile, an.WindowQuantile.Estimate)
+			var pre *Interval
+			if an.BaselineSource == BaselinePreceding {
+				b := an.Incident.Baseline
+				pre = &b
+			}
+			ents, n, err := a.screenScope(ctx, sc, req.Window, pre, out.Covariate(), req.SLO.Quantile, an.WindowQuantile.Estimate)
 			if err != nil {
 				return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
 			}
@@ -302,18 +315,38 @@ type screened struct {
 	thresholdT float64
 	engines    int  // a host's engines in the scope
 	tested     bool // scored against at least one peer
+	// The time scan (scanEntities): the stretch of the window where the
+	// entity is most significantly worse than its peers or its own past.
+	scanP      float64 // its one-sided p-value (before the correction)
+	scanTests  int     // intervals tested
+	scanFrom   time.Time
+	scanTo     time.Time
+	scanExcess float64
+	scanWhy    string // "peers" or "own past"
+	buckets    []bucketCounts
+	pre        bucketCounts // before the window (the scope's preceding baseline)
+	win        Interval
 }
 
+// bucketCounts are an entity's requests and tail requests in one stretch.
+type bucketCounts struct{ n, k float64 }
+
 func (e *screened) where() Where {
-	return Where{Level: e.kind, Entity: e.ent, Requests: int64(e.n), TailRequests: int64(e.k), PeerTailRate: round(e.peerRate, 6),
-		PValue: e.pval, ExcessTail: round(e.excess, 1), TailThresholdMS: e.thresholdT, QuantileMS: round(e.quantile, 1), PeerQuantileMS: round(e.peerQ, 1)}
+	w := Where{Level: e.kind, Entity: e.ent, Requests: int64(e.n), TailRequests: int64(e.k), PeerTailRate: round(e.peerRate, 6),
+		PValue: e.pval, ExcessTail: round(math.Max(e.excess, e.scanExcess), 1), TailThresholdMS: e.thresholdT, QuantileMS: round(e.quantile, 1), PeerQuantileMS: round(e.peerQ, 1)}
+	if e.scanWhy != "" {
+		w.Stretch = &Interval{Start: e.scanFrom, End: e.scanTo}
+		w.StretchVs = e.scanWhy
+		w.StretchPValue = e.scanP
+	}
+	return w
 }
 
 // screenScope tests every engine and every host of the scope against its
 // peers: tail is the count of window requests above t, the scope's window
 // quantile. It returns the entities (tested or not) and how many were
 // tested.
-func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win Interval, y string, q, t float64) ([]*screened, int, error) {
+func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win Interval, pre *Interval, y string, q, t float64) ([]*screened, int, error) {
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(win) + " AND " + inInterval(win)
 	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, FormatFloat(t))
 	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", FormatFloat(q), y)
@@ -350,6 +383,9 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 		return nil, 0, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
+	if err := a.readBuckets(ctx, out, sc, win, pre, y, t); err != nil {
+		return nil, 0, err
+	}
 	tested := 0
 	for _, kind := range []string{LevelEngine, LevelHost} {
 		var set []*screened
@@ -384,9 +420,160 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 			e.tested = true
 			tested++
 		}
+		scanEntities(set)
 	}
 	return out, tested, nil
 }
+
+// scanBuckets is the number of stretches the window is cut into for the
+// time scan.
+const scanBuckets = 10
+
+// readBuckets fills each entity's per-stretch counts (and those before the
+// window, when the scope has a preceding baseline).
+func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[string]string, win Interval, pre *Interval, y string, t float64) error {
+	byKey := map[string]*screened{}
+	for _, e := range ents {
+		e.buckets = make([]bucketCounts, scanBuckets)
+		e.win = win
+		byKey[e.kind+"|"+e.key] = e
+	}
+	width := (win.End.UnixNano() - win.Start.UnixNano() + scanBuckets - 1) / scanBuckets
+	ivs := []Interval{win}
+	cond := inInterval(win)
+	if pre != nil {
+		ivs = append(ivs, *pre)
+		cond = "(" + cond + " OR " + inInterval(*pre) + ")"
+	}
+	bucket := fmt.Sprintf("if(start_ns < %d, -1, intDiv(start_ns - %d, %d))", win.Start.UnixNano(), win.Start.UnixNano(), width)
+	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
+	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)) FROM %s FINAL WHERE %s GROUP BY host, pod, engine, tc_b",
+		bucket, y, FormatFloat(t), a.cfg.Table, where)
+	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
+		var host, pod, engine string
+		var b, n, k float64
+		if err := rows.Scan(&host, &pod, &engine, &b, &n, &k); err != nil {
+			return err
+		}
+		for _, key := range []string{LevelEngine + "|" + host + "/" + pod + "/" + engine, LevelHost + "|" + host} {
+			e := byKey[key]
+			if e == nil {
+				continue
+			}
+			switch {
+			case b < 0:
+				e.pre.n += n
+				e.pre.k += k
+			case int(b) < scanBuckets:
+				e.buckets[int(b)].n += n
+				e.buckets[int(b)].k += k
+			}
+		}
+		return nil
+	})
+}
+
+// scanEntities looks, for every entity of set (one kind, one scope), for
+// the stretch of consecutive buckets where its tail count is least likely:
+//
+//   - against its peers in the same stretch: Beta-Binomial with the peers'
+//     prior (method of moments, the MinCV floor), with at least 3 times
+//     their rate (material);
+//   - against its own past: its own rate before the stretch (the earlier
+//     buckets, and the preceding baseline when there is one), scaled by
+//     its peers' drift over the same times, as a Beta-Binomial predictive
+//     (Jeffreys posterior), with at least 3 times that rate.
+//
+// A fault that starts midway through the window, or hits a model of two
+// engines whose peer tells little, shows in a stretch long before it
+// shows in the whole window.
+func scanEntities(set []*screened) {
+	maxS := func(mu float64) float64 { return math.Max((1-mu)/(mu*0.25*0.25)-1, 1e-3) }
+	for i, e := range set {
+		best, bestEx := 1.0, 0.0
+		var from, to int
+		why := ""
+		tests := 0
+		for lo := 0; lo < scanBuckets; lo++ {
+			var ke, ne float64
+			peerK := make([]float64, len(set))
+			peerN := make([]float64, len(set))
+			for hi := lo; hi < scanBuckets; hi++ {
+				ke += e.buckets[hi].k
+				ne += e.buckets[hi].n
+				var pk, pn float64
+				var peers []EntityCounts
+				for j, o := range set {
+					if j == i {
+						continue
+					}
+					peerK[j] += o.buckets[hi].k
+					peerN[j] += o.buckets[hi].n
+					pk += peerK[j]
+					pn += peerN[j]
+					if peerN[j] > 0 {
+						peers = append(peers, EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
+					}
+				}
+				if ne < 20 || ke < 5 {
+					continue
+				}
+				tests++
+				// Against the peers in the same stretch.
+				if len(peers) >= 2 && pn > 0 {
+					prior := momentsPrior(peers, maxS)
+					rate := (pk + 0.5) / (pn + 1)
+					if ke/ne >= 3*rate {
+						if p := betaBinomialSF(ke, ne, prior.Alpha, prior.Beta); p < best {
+							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*prior.Mean()
+						}
+					}
+				}
+				// Against its own past, net of the peers' drift.
+				pastN, pastK := e.pre.n, e.pre.k
+				var ppN, ppK float64 // peers over the same past
+				for j, o := range set {
+					if j != i {
+						ppN += o.pre.n
+						ppK += o.pre.k
+					}
+				}
+				for b := 0; b < lo; b++ {
+					pastN += e.buckets[b].n
+					pastK += e.buckets[b].k
+					for j, o := range set {
+						if j != i {
+							ppN += o.buckets[b].n
+							ppK += o.buckets[b].k
+						}
+					}
+				}
+				if pastN < 100 {
+					continue
+				}
+				drift := 1.0
+				if ppN > 0 && pn > 0 {
+					drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
+				}
+				// Jeffreys posterior of the past rate, scaled by the drift,
+				// as a Beta with the same concentration.
+				mu := math.Min((pastK+0.5)/(pastN+1)*drift, 0.5)
+				sPast := pastN + 1
+				if ke/ne >= 3*mu {
+					if p := betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast); p < best {
+						best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
+					}
+				}
+			}
+		}
+		e.scanTests = tests
+		if why != "" {
+			e.scanP, e.scanWhy, e.scanExcess = best, why, math.Max(bestEx, 0)
+			e.scanFrom, e.scanTo = bucketBounds(e, from, to)
+		}
+	}
+}
+
 
 // pickEntityBreaches keeps the entities significantly (p ≤ alpha) and
 // materially (own quantile above the peers' by the margin) worse than
@@ -396,8 +583,13 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 // whose excess comes from one engine is that engine's matter. Most severe
 // first.
 func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
+	// The time scan tests up to B(B+1)/2 stretches per entity (both
+	// yardsticks): its p-value is corrected for them too.
+	scanAlpha := alpha / float64(scanBuckets*(scanBuckets+1))
 	bad := func(e *screened) bool {
-		return e.tested && e.pval <= alpha && e.k >= 5 && e.quantile > e.peerQ*(1+margin)
+		whole := e.tested && e.pval <= alpha && e.k >= 5 && e.quantile > e.peerQ*(1+margin)
+		scan := e.scanWhy != "" && e.scanP <= scanAlpha
+		return whole || scan
 	}
 	elevated := func(e *screened) bool {
 		return e.tested && e.pval <= 0.05 && e.quantile > e.peerQ*(1+margin/2)
@@ -421,7 +613,9 @@ func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 			out = append(out, e)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].excess > out[j].excess })
+	sort.SliceStable(out, func(i, j int) bool {
+		return math.Max(out[i].excess, out[i].scanExcess) > math.Max(out[j].excess, out[j].scanExcess)
+	})
 	return out
 }
 
@@ -488,4 +682,14 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 		res.Notes = append(res.Notes, "no requests in the window")
 	}
 	return out, nil
+}
+
+// bucketBounds is the time span of buckets [from, to] of e's window (equal
+// cuts of the window, as readBuckets makes them).
+func bucketBounds(e *screened, from, to int) (time.Time, time.Time) {
+	w := e.win
+	width := (w.End.UnixNano() - w.Start.UnixNano() + scanBuckets - 1) / scanBuckets
+	start := time.Unix(0, w.Start.UnixNano()+int64(from)*width).UTC()
+	end := time.Unix(0, min(w.Start.UnixNano()+int64(to+1)*width, w.End.UnixNano())).UTC()
+	return start, end
 }
