@@ -410,47 +410,130 @@ func (t Table) InsertSQL() string {
 }
 
 // Insert sends rows (each a slice of values in t.Columns order) as one
-// batch. It returns only after the server acknowledged the block.
+// batch. It returns only after the server acknowledged the block. A failure
+// is an *InsertError, whose Stage says which rows are to blame.
 func (s *Store) Insert(ctx context.Context, t Table, rows [][]any) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	b, err := s.conn.PrepareBatch(ctx, t.InsertSQL())
 	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", t.Name, err)
+		return &InsertError{Table: t.Name, Stage: StagePrepare, Rows: len(rows), Err: err}
 	}
 	for i, r := range rows {
 		if len(r) != len(t.Columns) {
 			_ = b.Abort()
-			return fmt.Errorf("insert into %s: row %d has %d values for %d columns", t.Name, i, len(r), len(t.Columns))
+			return &InsertError{Table: t.Name, Stage: StageAppend, Row: i, Rows: len(rows), Err: fmt.Errorf("%d values for %d columns", len(r), len(t.Columns))}
 		}
 		if err := b.Append(r...); err != nil {
 			_ = b.Abort()
-			return fmt.Errorf("append row %d to %s: %w", i, t.Name, err)
+			return &InsertError{Table: t.Name, Stage: StageAppend, Row: i, Rows: len(rows), Err: err}
 		}
 	}
 	if err := b.Send(); err != nil {
-		return fmt.Errorf("send %d rows to %s: %w", len(rows), t.Name, err)
+		return &InsertError{Table: t.Name, Stage: StageSend, Rows: len(rows), Err: err}
 	}
 	s.noteExpired(ctx, t, rows)
 	return nil
 }
 
-// IsRetriable reports whether an error from the store is worth retrying:
-// connection failures and timeouts are; a schema or data error is not.
+// InsertStage is where an Insert failed.
+type InsertStage uint8
+
+const (
+	// StagePrepare: the server refused the INSERT statement itself (an
+	// unknown table or column, no grant, no connection): every row of the
+	// batch would fail alike.
+	StagePrepare InsertStage = iota + 1
+	// StageAppend: the client could not encode row Row for its column
+	// types (a type mismatch): that row is bad, the rows before it were not.
+	StageAppend
+	// StageSend: the server refused the block (a constraint, too many
+	// partitions, a value out of range) or the connection failed: some rows
+	// or all, or none when it is retriable.
+	StageSend
+)
+
+func (st InsertStage) String() string {
+	switch st {
+	case StagePrepare:
+		return "prepare"
+	case StageAppend:
+		return "append"
+	case StageSend:
+		return "send"
+	}
+	return "unknown"
+}
+
+// InsertError is a failed Insert.
+type InsertError struct {
+	Table string
+	Stage InsertStage
+	Row   int // StageAppend: the index of the row that could not be encoded
+	Rows  int // rows in the batch
+	Err   error
+}
+
+func (e *InsertError) Error() string {
+	switch e.Stage {
+	case StagePrepare:
+		return fmt.Sprintf("prepare insert into %s: %v", e.Table, e.Err)
+	case StageAppend:
+		return fmt.Sprintf("append row %d to %s: %v", e.Row, e.Table, e.Err)
+	}
+	return fmt.Sprintf("send %d rows to %s: %v", e.Rows, e.Table, e.Err)
+}
+
+func (e *InsertError) Unwrap() error { return e.Err }
+
+// retriableCodes are the server exceptions that say "try again later" with
+// the same data: timeouts, overload, memory, the network, replication and
+// Keeper trouble, too many parts (merges behind), and the credentials and
+// grants of the connecting user (the configuration, not the data, is at
+// fault: there is nothing to isolate, and dead-lettering every row would
+// turn a credentials mistake into a replay). Every other code — unknown
+// table or column (16, 47, 60), type and parse errors (6, 27, 38, 41, 53,
+// 70, 117, 321, 349), constraints (469), too many partitions in one insert
+// (252 with that message) — is about what was inserted, and permanent.
+var retriableCodes = map[int32]bool{
+	3: true, 32: true, // UNEXPECTED_END_OF_FILE, ATTEMPT_TO_READ_AFTER_EOF: a cut stream
+	159: true, 160: true, 209: true, 210: true, // TIMEOUT_EXCEEDED, TOO_SLOW, SOCKET_TIMEOUT, NETWORK_ERROR
+	164: true, 192: true, 291: true, 497: true, 516: true, // READONLY, UNKNOWN_USER, DATABASE_ACCESS_DENIED, ACCESS_DENIED, AUTHENTICATION_FAILED
+	173: true, 241: true, // CANNOT_ALLOCATE_MEMORY, MEMORY_LIMIT_EXCEEDED
+	201: true, 202: true, 203: true, 745: true, // QUOTA_EXCEEDED, TOO_MANY_SIMULTANEOUS_QUERIES, NO_FREE_CONNECTION, SERVER_OVERLOADED
+	225: true, 242: true, 285: true, 286: true, 319: true, 999: true, // NO_ZOOKEEPER, TABLE_IS_READ_ONLY, TOO_FEW_LIVE_REPLICAS, UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE, UNKNOWN_STATUS_OF_INSERT, KEEPER_EXCEPTION
+	236: true, 394: true, 735: true, // ABORTED, QUERY_WAS_CANCELLED, QUERY_WAS_CANCELLED_BY_CLIENT
+	373: true, 425: true, 439: true, 473: true, 733: true, 1000: true, // SESSION_IS_LOCKED, SYSTEM_ERROR, CANNOT_SCHEDULE_TASK, DEADLOCK_AVOIDED, TABLE_IS_BEING_RESTARTED, POCO_EXCEPTION
+}
+
+// codeTooManyParts is TOO_MANY_PARTS, which the server also raises for an
+// insert that spans more partitions than max_partitions_per_insert_block.
+const codeTooManyParts = 252
+
+// IsRetriable reports whether an error from the store is worth retrying
+// with the same data: connection failures, timeouts and the exceptions of
+// retriableCodes are; a row the client cannot encode (StageAppend) and every
+// other server exception (schema, type, constraint, too many partitions in
+// one insert) are not. An error that is neither a server exception nor an
+// encoding error is taken as a connection failure (retriable).
 func IsRetriable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var ie *InsertError
+	if errors.As(err, &ie) && ie.Stage == StageAppend {
+		return false
+	}
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
-		// Server-side exceptions are about the query or data, except the
-		// few that mean "try again later".
-		switch ex.Code {
-		case 159, 160, 202, 203, 209, 210, 241, 242, 252, 425: // timeouts, too many queries/parts, memory, network, readonly-replica
-			return true
+		if ex.Code == codeTooManyParts {
+			// "Too many parts": merges are behind, later succeeds.
+			// "Too many partitions for single INSERT block": this block
+			// never will (a smaller one may).
+			return !strings.Contains(strings.ToLower(ex.Message), "partitions")
 		}
-		return false
+		return retriableCodes[ex.Code]
 	}
 	return true
 }

@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/tailcause/tailcause/internal/testkit"
 	"github.com/tailcause/tailcause/schemas"
@@ -251,7 +257,103 @@ func TestConfigAndRetriable(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Error(err)
 	}
-	if IsRetriable(nil) || !IsRetriable(errors.New("dial tcp: connection refused")) {
-		t.Error("IsRetriable")
+}
+
+// TestInsertErrors provokes each kind of insert failure on the real server
+// and checks what the store says about it: the stage (which rows are to
+// blame) and whether retrying the same data can help.
+func TestInsertErrors(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	if err := st.Conn().Exec(ctx, `CREATE TABLE p (t DateTime, v UInt32, s String, CONSTRAINT small CHECK v < 100)
+ENGINE = MergeTree PARTITION BY toYYYYMMDD(t) ORDER BY t`); err != nil {
+		t.Fatal(err)
+	}
+	tbl := Table{Name: "p", Columns: []string{"t", "v", "s"}}
+	day := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	row := func(d int, v any) []any { return []any{day.AddDate(0, 0, d), v, "x"} }
+	var days [][]any
+	for d := range 150 {
+		days = append(days, row(d, uint32(1)))
+	}
+	check := func(name string, err error, stage InsertStage, code int32, badRow int) {
+		t.Helper()
+		var ie *InsertError
+		if !errors.As(err, &ie) {
+			t.Fatalf("%s: %v is not an *InsertError", name, err)
+		}
+		if ie.Stage != stage || ie.Table != tbl.Name && ie.Table != "nope" {
+			t.Errorf("%s: stage %s table %s, want %s (%v)", name, ie.Stage, ie.Table, stage, err)
+		}
+		if stage == StageAppend && ie.Row != badRow {
+			t.Errorf("%s: row %d, want %d", name, ie.Row, badRow)
+		}
+		var ex *clickhouse.Exception
+		if code != 0 && (!errors.As(err, &ex) || ex.Code != code) {
+			t.Errorf("%s: %v, want server code %d", name, err, code)
+		}
+		if IsRetriable(err) {
+			t.Errorf("%s: IsRetriable(%v) = true, want a permanent error", name, err)
+		}
+	}
+	// 150 days in one block: more partitions than max_partitions_per_insert_block.
+	check("too many partitions", st.Insert(ctx, tbl, days), StageSend, 252, 0)
+	check("constraint", st.Insert(ctx, tbl, [][]any{row(0, uint32(1)), row(0, uint32(500))}), StageSend, 469, 0)
+	check("type mismatch", st.Insert(ctx, tbl, [][]any{row(0, uint32(1)), row(0, "seven"), row(0, uint32(2))}), StageAppend, 0, 1)
+	check("short row", st.Insert(ctx, tbl, [][]any{row(0, uint32(1)), {day}}), StageAppend, 0, 1)
+	check("unknown table", st.Insert(ctx, Table{Name: "nope", Columns: []string{"t"}}, [][]any{{day}}), StagePrepare, 60, 0)
+	if err := st.Conn().Exec(ctx, "ALTER TABLE p DROP COLUMN s"); err != nil {
+		t.Fatal(err)
+	}
+	check("dropped column", st.Insert(ctx, tbl, [][]any{row(0, uint32(1))}), StagePrepare, 16, 0)
+
+	// The same data in smaller blocks goes in: the 252 was about the block.
+	tbl.Columns = tbl.Columns[:2]
+	for i := 0; i < len(days); i += 50 {
+		var part [][]any
+		for _, r := range days[i : i+50] {
+			part = append(part, r[:2])
+		}
+		if err := st.Insert(ctx, tbl, part); err != nil {
+			t.Fatalf("50 days: %v", err)
+		}
+	}
+
+	// A server that is not there is worth waiting for.
+	dead := Config{Addr: "127.0.0.1:1", Database: "x", DialTimeout: time.Second, MaxConns: 1}
+	if _, err := Open(ctx, dead); err == nil || !IsRetriable(err) {
+		t.Errorf("open an unreachable server: %v, retriable %v; want a retriable error", err, IsRetriable(err))
+	}
+}
+
+func TestIsRetriable(t *testing.T) {
+	ex := func(code int32, msg string) error {
+		return &InsertError{Table: "requests", Stage: StageSend, Err: &clickhouse.Exception{Code: code, Message: msg}}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{"deadline", fmt.Errorf("send: %w", context.DeadlineExceeded), true},
+		{"eof", &InsertError{Stage: StageSend, Err: io.EOF}, true},
+		{"memory limit", ex(241, "Memory limit (total) exceeded"), true},
+		{"timeout", ex(159, "Timeout exceeded"), true},
+		{"network", ex(210, "Connection reset by peer"), true},
+		{"too many parts", ex(252, "Too many parts (3001 with average size of 1.00 MiB) in table requests. Merges are processing significantly slower than inserts"), true},
+		{"replica read-only", ex(242, "Table is in readonly mode"), true},
+		{"access denied", ex(497, "default: Not enough privileges"), true},
+		{"too many partitions", ex(252, "Too many partitions for single INSERT block (more than 100)"), false},
+		{"no such column", &InsertError{Stage: StagePrepare, Err: &clickhouse.Exception{Code: 16, Message: "No such column s"}}, false},
+		{"type mismatch", ex(53, "Type mismatch"), false},
+		{"cannot parse", ex(6, "Cannot parse"), false},
+		{"constraint", ex(469, "Constraint violated"), false},
+		{"append", &InsertError{Stage: StageAppend, Err: errors.New("converting string to UInt32 is unsupported")}, false},
+	} {
+		if got := IsRetriable(tc.err); got != tc.want {
+			t.Errorf("%s: IsRetriable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
