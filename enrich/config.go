@@ -36,7 +36,22 @@ type Config struct {
 	MetricsAhead time.Duration
 	// RetryMax is the longest backoff between retries of a failed write.
 	RetryMax time.Duration
+	// DeadLetterMaxBytes is the dead-letter topic's max.message.bytes: the
+	// dead-letter writer's batches are sized to it, and a dead letter that
+	// would exceed it keeps only the head of its value (header
+	// tailcause.truncated). Default DefaultDeadLetterMaxBytes.
+	DeadLetterMaxBytes int
+	// GiveUpAfter is how often a write that fails permanently is tried
+	// before what it carries is counted, logged and skipped: a dead letter
+	// the topic refuses. (Rows ClickHouse refuses for good are not retried:
+	// they are isolated and dead-lettered at once.)
+	GiveUpAfter int
 }
+
+// DefaultDeadLetterMaxBytes is the max.message.bytes that
+// schemas/kafka/topics.json declares for tailcause.deadletter.v1 (and the
+// input topics): 8 MiB.
+const DefaultDeadLetterMaxBytes = 8 << 20
 
 // DefaultConfig reads the Collector's default topics.
 func DefaultConfig() Config {
@@ -57,6 +72,9 @@ func DefaultConfig() Config {
 		MetricsLookback: time.Hour,
 		MetricsAhead:    jc.MaxWait + 30*time.Second,
 		RetryMax:        5 * time.Second,
+
+		DeadLetterMaxBytes: DefaultDeadLetterMaxBytes,
+		GiveUpAfter:        3,
 	}
 }
 
@@ -77,6 +95,12 @@ func (c Config) Validate() error {
 	}
 	if c.BatchRows < 1 || c.BatchWait <= 0 || c.CommitInterval <= 0 || c.IdleFlush <= 0 || c.RetryMax <= 0 {
 		errs = append(errs, errors.New("enrich: batch rows, batch wait, commit interval, idle flush and retry max must be positive"))
+	}
+	if c.DeadLetterMaxBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("enrich: dead-letter max bytes %d: must be at least 64 KiB", c.DeadLetterMaxBytes))
+	}
+	if c.GiveUpAfter < 1 {
+		errs = append(errs, fmt.Errorf("enrich: give up after %d tries: must be at least 1", c.GiveUpAfter))
 	}
 	if c.MetricsAhead < c.Join.MaxWait {
 		errs = append(errs, fmt.Errorf("enrich: metrics ahead %s must be at least the join's max wait %s, or the join can stall", c.MetricsAhead, c.Join.MaxWait))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/tailcause/tailcause/enrich/join"
 	"github.com/tailcause/tailcause/enrich/normalize"
 	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
 // RowWriter writes rows durably; chstore.Store is the real one.
@@ -29,9 +29,16 @@ type Counters struct {
 	SpanRecords, MetricRecords, SampleRecords atomic.Int64
 	Requests, Stalls, Samples                 atomic.Int64
 	Rejected, DeadLettered                    atomic.Int64
-	InsertRetries, InsertFailures             atomic.Int64
-	Commits                                   atomic.Int64
-	UnknownMetrics, IgnoredSpans              atomic.Int64
+	// InsertRetries counts retried writes (ClickHouse or the dead-letter
+	// topic); InsertFailures the rows ClickHouse refused for good (each sent
+	// to rejected_input and the dead-letter topic).
+	InsertRetries, InsertFailures atomic.Int64
+	// DeadLetterDropped counts dead letters the dead-letter topic refused
+	// GiveUpAfter times, RejectedDropped the rejected_input rows the table
+	// refused: each skipped, so nothing stalls.
+	DeadLetterDropped, RejectedDropped atomic.Int64
+	Commits                            atomic.Int64
+	UnknownMetrics, IgnoredSpans       atomic.Int64
 }
 
 // Pipeline is the enricher.
@@ -72,7 +79,7 @@ type spanRec struct {
 type sinkItem struct {
 	outs    []join.Output
 	rejects [][]any
-	dlq     []kafka.Message
+	dlq     []kafkax.Record
 	done    []join.Ref
 }
 
@@ -132,7 +139,10 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 		ErrorLogger:      kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug("kafka reader: " + fmt.Sprintf(f, a...)) }),
 	})
 	defer reader.Close()
-	dlq := p.dlqWriter()
+	dlq, err := p.deadLetterProducer()
+	if err != nil {
+		return err
+	}
 	defer dlq.Close()
 
 	spanIn := make(chan spanRec, 64)
@@ -198,17 +208,6 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 	return serr
 }
 
-func (p *Pipeline) dlqWriter() *kafka.Writer {
-	return &kafka.Writer{
-		Addr:         kafka.TCP(p.cfg.Brokers...),
-		Topic:        p.cfg.DeadLetterTopic,
-		RequiredAcks: kafka.RequireAll,
-		Balancer:     &kafka.Hash{},
-		BatchTimeout: 10 * time.Millisecond,
-		WriteTimeout: 10 * time.Second,
-	}
-}
-
 // joinLoop owns the joiner.
 func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn <-chan metricRec, spanTime *atomic.Uint64, sinkIn chan<- sinkItem, tracker *lockedTracker) error {
 	j, err := join.New(p.cfg.Join)
@@ -248,7 +247,7 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 			lastInput = p.now()
 			if rec.err != nil {
 				pendingItem.rejects = append(pendingItem.rejects, p.rejectRow("traces", "decode", rec.err.Error(), rec.msg))
-				pendingItem.dlq = append(pendingItem.dlq, p.dlqMessage(rec.msg, "decode", rec.err.Error()))
+				pendingItem.dlq = append(pendingItem.dlq, p.deadLetter(rec.msg, "decode", rec.err.Error()))
 				pendingItem.done = append(pendingItem.done, ref)
 				continue
 			}
@@ -302,52 +301,41 @@ func (p *Pipeline) rejectRow(signal, reason, detail string, m kafka.Message) []a
 	return []any{p.now().UTC().Truncate(time.Second), signal, reason, detail, m.Topic, int32(m.Partition), m.Offset, uint64(len(m.Value)), hex.EncodeToString(prefix)}
 }
 
-func (p *Pipeline) dlqMessage(m kafka.Message, reason, detail string) kafka.Message {
-	return kafka.Message{
-		Key:   []byte(m.Topic + "/" + strconv.Itoa(m.Partition) + "/" + strconv.FormatInt(m.Offset, 10)),
-		Value: m.Value,
-		Headers: append(append([]kafka.Header(nil), m.Headers...),
-			kafka.Header{Key: "tailcause.source_topic", Value: []byte(m.Topic)},
-			kafka.Header{Key: "tailcause.source_partition", Value: []byte(strconv.Itoa(m.Partition))},
-			kafka.Header{Key: "tailcause.source_offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
-			kafka.Header{Key: "tailcause.reason", Value: []byte(reason)},
-			kafka.Header{Key: "tailcause.detail", Value: []byte(detail)},
-		),
-	}
-}
-
 // sink batches joined rows into ClickHouse and commits what is complete.
-func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafka.Writer, tracker *lockedTracker, reader *kafka.Reader) error {
+// A flush writes the stalls, then the requests (a reader that sees a request
+// finds its stalls), then the dead letters and rejected_input rows of the
+// records and rows refused on the way, and only then marks the records
+// complete.
+func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Producer, tracker *lockedTracker, reader *kafka.Reader) error {
 	var reqRows, stallRows, rejRows [][]any
-	var dlqMsgs []kafka.Message
+	var reqFrom, stallFrom []origin
+	var dlqRecs []kafkax.Record
 	var done []join.Ref
 	var oldest time.Time
 	now := p.now()
 	flush := func(fctx context.Context) error {
-		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqMsgs)+len(done) == 0 {
+		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqRecs)+len(done) == 0 {
 			return nil
 		}
-		if err := p.retry(fctx, "write dead letters", func(c context.Context) error {
-			if len(dlqMsgs) == 0 {
-				return nil
-			}
-			return dlq.WriteMessages(c, dlqMsgs...)
-		}); err != nil {
+		refused, err := p.insertRows(fctx, stallsTable, stallRows)
+		if err != nil {
 			return err
 		}
-		for _, w := range []struct {
-			t    chstore.Table
-			rows [][]any
-		}{{rejectedTable, rejRows}, {stallsTable, stallRows}, {requestsTable, reqRows}} {
-			if err := p.retry(fctx, "insert into "+w.t.Name, func(c context.Context) error { return p.store.Insert(c, w.t, w.rows) }); err != nil {
-				return err
-			}
+		p.refuse(&rejRows, &dlqRecs, "traces", stallsTable, stallRows, stallFrom, refused)
+		p.C.Stalls.Add(int64(len(stallRows) - len(refused)))
+		if refused, err = p.insertRows(fctx, requestsTable, reqRows); err != nil {
+			return err
 		}
-		p.C.Requests.Add(int64(len(reqRows)))
-		p.C.Stalls.Add(int64(len(stallRows)))
-		p.C.DeadLettered.Add(int64(len(dlqMsgs)))
+		p.refuse(&rejRows, &dlqRecs, "traces", requestsTable, reqRows, reqFrom, refused)
+		p.C.Requests.Add(int64(len(reqRows) - len(refused)))
+		if err := p.writeDeadLetters(fctx, dlq, dlqRecs); err != nil {
+			return err
+		}
+		if err := p.writeRejects(fctx, rejRows); err != nil {
+			return err
+		}
 		tracker.complete(done...)
-		reqRows, stallRows, rejRows, dlqMsgs, done = nil, nil, nil, nil, nil
+		reqRows, stallRows, rejRows, reqFrom, stallFrom, dlqRecs, done = nil, nil, nil, nil, nil, nil, nil
 		oldest = time.Time{}
 		return nil
 	}
@@ -382,19 +370,22 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafka.Writ
 			now := p.now()
 			for i := range it.outs {
 				o := &it.outs[i]
+				from := origin{topic: p.cfg.SpansTopic, partition: int(o.Row.KafkaPartition), offset: o.Row.KafkaOffset}
 				reqRows = append(reqRows, requestValues(make([]any, 0, len(requestsTable.Columns)), &o.Row, now.UTC().Truncate(time.Second)))
+				reqFrom = append(reqFrom, from)
 				for k := range o.Stalls {
 					stallRows = append(stallRows, stallValues(make([]any, 0, len(stallsTable.Columns)), &o.Stalls[k]))
+					stallFrom = append(stallFrom, from)
 				}
 				done = append(done, o.Done...)
 			}
 			rejRows = append(rejRows, it.rejects...)
-			dlqMsgs = append(dlqMsgs, it.dlq...)
+			dlqRecs = append(dlqRecs, it.dlq...)
 			done = append(done, it.done...)
 			if oldest.IsZero() {
 				oldest = now
 			}
-			if len(reqRows) >= p.cfg.BatchRows || len(dlqMsgs) > 0 {
+			if len(reqRows) >= p.cfg.BatchRows || len(dlqRecs) > 0 {
 				if err := flush(ctx); err != nil {
 					return p.abandon(err)
 				}
@@ -421,45 +412,6 @@ func (p *Pipeline) abandon(err error) error {
 		return nil
 	}
 	return err
-}
-
-// retry runs fn until it succeeds, the context ends, or it fails with a
-// permanent error three times (then the error is logged, counted and the
-// data dropped, so that one bad batch cannot block a partition forever).
-func (p *Pipeline) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	permanent := 0
-	for {
-		err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !chstore.IsRetriable(err) && !isKafkaRetriable(err) {
-			permanent++
-			if permanent >= 3 {
-				p.C.InsertFailures.Add(1)
-				p.log.Error("giving up on a batch after permanent errors", "what", what, "err", err)
-				return nil
-			}
-		}
-		p.C.InsertRetries.Add(1)
-		p.log.Warn("retrying", "what", what, "in", backoff, "err", err)
-		sleepCtx(ctx, backoff)
-		backoff = min(backoff*2, p.cfg.RetryMax)
-	}
-}
-
-// isKafkaRetriable: a Kafka protocol error says whether it is temporary;
-// anything else (network, partial write) is worth retrying.
-func isKafkaRetriable(err error) bool {
-	var ke kafka.Error
-	if errors.As(err, &ke) {
-		return ke.Temporary()
-	}
-	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
 // runSamples writes every engine and GPU sample of the metric topic to
@@ -22,7 +23,10 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 	})
 	defer reader.Close()
-	dlq := p.dlqWriter()
+	dlq, err := p.deadLetterProducer()
+	if err != nil {
+		return err
+	}
 	defer dlq.Close()
 	counters := normalize.NewCounters(p.cfg.Join.MaxCounterSeries)
 	const maxMsgs = 500
@@ -48,13 +52,15 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 			continue
 		}
 		var gpuRows, engRows, rejRows [][]any
-		var dlqMsgs []kafka.Message
+		var gpuFrom, engFrom []origin
+		var dlqRecs []kafkax.Record
 		for _, m := range msgs {
 			p.C.SampleRecords.Add(1)
+			from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
 			b, err := p.decodeMetrics(m.Value)
 			if err != nil {
 				rejRows = append(rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
-				dlqMsgs = append(dlqMsgs, p.dlqMessage(m, "decode", err.Error()))
+				dlqRecs = append(dlqRecs, p.deadLetter(m, "decode", err.Error()))
 				continue
 			}
 			for _, rj := range b.Rejects {
@@ -65,6 +71,7 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 				s := &b.Samples[i]
 				if s.Family == normalize.FamilyGPU {
 					gpuRows = append(gpuRows, gpuSampleValues(make([]any, 0, len(gpuSamplesTable.Columns)), s))
+					gpuFrom = append(gpuFrom, from)
 					continue
 				}
 				delta, rate := nan(), nan()
@@ -74,24 +81,29 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 					}
 				}
 				engRows = append(engRows, engineSampleValues(make([]any, 0, len(engineSamplesTable.Columns)), s, delta, rate))
+				engFrom = append(engFrom, from)
 			}
 		}
-		if len(dlqMsgs) > 0 {
-			if err := p.retry(ctx, "write dead letters", func(c context.Context) error { return dlq.WriteMessages(c, dlqMsgs...) }); err != nil {
-				return p.abandon(err)
-			}
-			p.C.DeadLettered.Add(int64(len(dlqMsgs)))
-		}
-		if err := p.retry(ctx, "insert into rejected_input", func(c context.Context) error { return p.store.Insert(c, rejectedTable, rejRows) }); err != nil {
+		// Samples first, then the dead letters and rejected_input rows of
+		// what was refused on the way (see sink).
+		refused, err := p.insertRows(ctx, gpuSamplesTable, gpuRows)
+		if err != nil {
 			return p.abandon(err)
 		}
-		if err := p.retry(ctx, "insert into gpu_samples", func(c context.Context) error { return p.store.Insert(c, gpuSamplesTable, gpuRows) }); err != nil {
+		p.refuse(&rejRows, &dlqRecs, "metrics", gpuSamplesTable, gpuRows, gpuFrom, refused)
+		written := len(gpuRows) - len(refused)
+		if refused, err = p.insertRows(ctx, engineSamplesTable, engRows); err != nil {
 			return p.abandon(err)
 		}
-		if err := p.retry(ctx, "insert into engine_samples", func(c context.Context) error { return p.store.Insert(c, engineSamplesTable, engRows) }); err != nil {
+		p.refuse(&rejRows, &dlqRecs, "metrics", engineSamplesTable, engRows, engFrom, refused)
+		written += len(engRows) - len(refused)
+		if err := p.writeDeadLetters(ctx, dlq, dlqRecs); err != nil {
 			return p.abandon(err)
 		}
-		p.C.Samples.Add(int64(len(gpuRows) + len(engRows)))
+		if err := p.writeRejects(ctx, rejRows); err != nil {
+			return p.abandon(err)
+		}
+		p.C.Samples.Add(int64(written))
 		if err := reader.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
 			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", len(msgs), err))
 		}

@@ -15,7 +15,18 @@ import (
 // partition has a leader, and deletes the topic on cleanup.
 func FreshTopic(t testing.TB, addr string, partitions int) string {
 	t.Helper()
+	return FreshTopicWith(t, addr, partitions, nil)
+}
+
+// FreshTopicWith is FreshTopic with topic configs, e.g.
+// {"max.message.bytes": "8388608"} as schemas/kafka/topics.json declares.
+func FreshTopicWith(t testing.TB, addr string, partitions int, configs map[string]string) string {
+	t.Helper()
 	name := uniqueName(t, "test")
+	var entries []kafka.ConfigEntry
+	for k, v := range configs {
+		entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
+	}
 	// An own transport, closed after use, so that goleak in the calling
 	// test does not find kafka-go's pooled connections.
 	transport := &kafka.Transport{}
@@ -24,7 +35,7 @@ func FreshTopic(t testing.TB, addr string, partitions int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}},
+		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}},
 	})
 	if err == nil {
 		err = resp.Errors[name]
