@@ -479,10 +479,12 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 //   - against its peers in the same stretch: Beta-Binomial with the peers'
 //     prior (method of moments, the MinCV floor), with at least 3 times
 //     their rate (material);
-//   - against its own past: its own rate before the stretch (the earlier
-//     buckets, and the preceding baseline when there is one), scaled by
-//     its peers' drift over the same times, as a Beta-Binomial predictive
-//     (Jeffreys posterior), with at least 3 times that rate.
+//   - against its own past, when it has fewer than two peers: its own
+//     rate before the stretch (the earlier buckets, and the preceding
+//     baseline when there is one), scaled by its peer's drift over the same
+//     times, as a Beta-Binomial predictive (Jeffreys posterior, its
+//     concentration capped by the MinCV floor), with at least 3 times that
+//     rate.
 //
 // A fault that starts midway through the window, or hits a model of two
 // engines whose peer tells little, shows in a stretch long before it
@@ -529,7 +531,14 @@ func scanEntities(set []*screened) {
 						}
 					}
 				}
-				// Against its own past, net of the peers' drift.
+				// Against its own past, net of the peers' drift: only where
+				// fewer than two peers make a yardstick (a model of one or
+				// two engines). With more, a scope-wide shift moves peers
+				// unevenly and the peers in the same stretch are the fairer
+				// comparison.
+				if len(set) > 2 {
+					continue
+				}
 				pastN, pastK := e.pre.n, e.pre.k
 				var ppN, ppK float64 // peers over the same past
 				for j, o := range set {
@@ -558,7 +567,8 @@ func scanEntities(set []*screened) {
 				// Jeffreys posterior of the past rate, scaled by the drift,
 				// as a Beta with the same concentration.
 				mu := math.Min((pastK+0.5)/(pastN+1)*drift, 0.5)
-				sPast := pastN + 1
+				sPast := math.Min(pastN+1, maxS(mu)) // the MinCV floor: rates drift
+
 				if ke/ne >= 3*mu {
 					if p := betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast); p < best {
 						best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
@@ -573,7 +583,6 @@ func scanEntities(set []*screened) {
 		}
 	}
 }
-
 
 // pickEntityBreaches keeps the entities significantly (p ≤ alpha) and
 // materially (own quantile above the peers' by the margin) worse than
