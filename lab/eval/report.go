@@ -120,7 +120,7 @@ func seedRange(rs []Run) string {
 func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 	byCause := map[string]*tally{}
 	all, conf := newTally(), newTally()
-	var free, errs, weak, falseInc, unrelated int
+	var free, errs, weak, falseInc, unrelated, baseErrs int
 	var freeDays, faultDays float64
 	for _, r := range rs {
 		switch {
@@ -138,6 +138,9 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 		}
 		faultDays += r.WindowDays
 		unrelated += r.Unrelated
+		if r.BaselineError != "" {
+			baseErrs++
+		}
 		if byCause[r.Cause] == nil {
 			byCause[r.Cause] = newTally()
 		}
@@ -166,6 +169,9 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 	row("all", all)
 	row("confounded", conf)
 	tw.Flush()
+	if baseErrs > 0 {
+		fmt.Fprintf(w, "the baselines could not be computed on %d of the scored runs (counted as misses; see baseline_error in --json)\n", baseErrs)
+	}
 	fi := "-"
 	if freeDays > 0 {
 		fi = fmt.Sprintf("%.1f per simulated day (%d in %.3f days)", float64(falseInc)/freeDays, falseInc, freeDays)

@@ -117,8 +117,8 @@ func (o Options) resolved() Options {
 	return o
 }
 
-// DefaultDuration is a run's simulated length: about 27 s of wall time per
-// run at 2 runs at once on 2 cores, so 200 runs take about 45 minutes.
+// DefaultDuration is a run's simulated length: about 30 s of wall time per
+// run at 2 runs at once on 2 cores, so 200 runs take about 50 minutes.
 const DefaultDuration = 30 * time.Minute
 
 // Baseline methods, as causal.CompareRankings names them.
