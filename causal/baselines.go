@@ -94,6 +94,11 @@ func (a *Analyzer) levelScores(ctx context.Context, tbl string, n Node, tail, wi
 	}
 	exposed := n.Exposed
 	if exposed == "" {
+		if !finite(b[3]) {
+			// No baseline row has the level (no baseline, or the signal
+			// was never measured there): nothing to compare with.
+			return math.NaN(), math.NaN(), nil
+		}
 		exposed = fmt.Sprintf("%s > %s", lvl, FormatFloat(b[3]))
 	}
 	w, err := queryFloats(ctx, a.db, "window level of "+n.Name, fmt.Sprintf(

@@ -521,8 +521,11 @@ func scanEntities(set []*screened) {
 					continue
 				}
 				tests++
-				// Against the peers in the same stretch.
-				if len(peers) >= 2 && pn > 0 {
+				// Against the peers in the same stretch, and worse than it
+				// was against them before (a change: an engine on slower
+				// hardware is always behind its peers, and that is not a
+				// breach).
+				if len(peers) >= 2 && pn > 0 && changed(e, set, i, lo, ke/ne/((pk+0.5)/(pn+1))) {
 					prior := momentsPrior(peers, maxS)
 					rate := (pk + 0.5) / (pn + 1)
 					if ke/ne >= 3*rate {
@@ -584,11 +587,12 @@ func scanEntities(set []*screened) {
 	}
 }
 
-// pickEntityBreaches keeps the entities significantly (p ≤ alpha) and
-// materially (own quantile above the peers' by the margin) worse than
-// their peers. A host is a breach of its own when at least two of its
-// engines in the scope are elevated (each worse than its peers, p ≤ 0.05
-// and half the margin, breached or not): the slowness is the host's. A host
+// pickEntityBreaches keeps the entities the time scan found significantly
+// (p ≤ alpha, corrected for the stretches too) and materially worse than
+// their peers or their own past (scanEntities). A host is a breach of its
+// own when at least two of its engines in the scope are elevated (each
+// worse than its peers over the window, p ≤ 0.05 and half the margin, or in
+// a stretch at p ≤ 0.001, breached or not): the slowness is the host's. A host
 // whose excess comes from one engine is that engine's matter. Most severe
 // first.
 func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
@@ -596,12 +600,14 @@ func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 	// yardsticks): its p-value is corrected for them too.
 	scanAlpha := alpha / float64(scanBuckets*(scanBuckets+1))
 	bad := func(e *screened) bool {
-		whole := e.tested && e.pval <= alpha && e.k >= 5 && e.quantile > e.peerQ*(1+margin)
-		scan := e.scanWhy != "" && e.scanP <= scanAlpha
-		return whole || scan
+		// The whole-window comparison with the peers cannot tell a change
+		// from an entity that is always slower: only the scan decides
+		// (significant, at least 3 times the yardstick's rate in the
+		// stretch, and against peers at least twice its earlier ratio).
+		return e.tested && e.scanWhy != "" && e.scanP <= scanAlpha
 	}
 	elevated := func(e *screened) bool {
-		return e.tested && e.pval <= 0.05 && e.quantile > e.peerQ*(1+margin/2)
+		return e.tested && (e.pval <= 0.05 && e.quantile > e.peerQ*(1+margin/2) || e.scanWhy != "" && e.scanP <= 0.001)
 	}
 	elevatedOnHost := map[string]int{}
 	for _, e := range all {
@@ -691,6 +697,37 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 		res.Notes = append(res.Notes, "no requests in the window")
 	}
 	return out, nil
+}
+
+// changed reports whether entity i of set is worse against its peers in a
+// stretch starting at bucket lo (ratio: its tail rate over theirs there)
+// than it was before: at least twice its ratio over the earlier buckets and
+// the preceding baseline. Without 100 earlier requests nothing shows a
+// change, and the stretch is not judged.
+func changed(e *screened, set []*screened, i, lo int, ratio float64) bool {
+	pn, pk := e.pre.n, e.pre.k
+	var qn, qk float64
+	for j, o := range set {
+		if j != i {
+			qn += o.pre.n
+			qk += o.pre.k
+		}
+	}
+	for b := 0; b < lo; b++ {
+		pn += e.buckets[b].n
+		pk += e.buckets[b].k
+		for j, o := range set {
+			if j != i {
+				qn += o.buckets[b].n
+				qk += o.buckets[b].k
+			}
+		}
+	}
+	if pn < 100 || qn == 0 {
+		return false
+	}
+	before := ((pk + 0.5) / (pn + 1)) / ((qk + 0.5) / (qn + 1))
+	return ratio >= 2*before
 }
 
 // bucketBounds is the time span of buckets [from, to] of e's window (equal

@@ -140,10 +140,10 @@ func TestBetaBinomialSF(t *testing.T) {
 
 func TestPickEntityBreaches(t *testing.T) {
 	eng := func(host, pod string, p float64, q, peer float64) *screened {
-		return &screened{kind: LevelEngine, key: host + "/" + pod, ent: Entity{Host: host, Pod: pod}, n: 1000, k: 50, pval: p, quantile: q, peerQ: peer, tested: true, excess: 40}
+		return &screened{kind: LevelEngine, key: host + "/" + pod, ent: Entity{Host: host, Pod: pod}, n: 1000, k: 50, pval: p, quantile: q, peerQ: peer, tested: true, excess: 40, scanWhy: "peers", scanP: p}
 	}
 	host := func(name string, p float64, engines int) *screened {
-		return &screened{kind: LevelHost, key: name, ent: Entity{Host: name}, n: 2000, k: 60, pval: p, quantile: 3000, peerQ: 1000, tested: true, engines: engines, excess: 50}
+		return &screened{kind: LevelHost, key: name, ent: Entity{Host: name}, n: 2000, k: 60, pval: p, quantile: 3000, peerQ: 1000, tested: true, engines: engines, excess: 50, scanWhy: "peers", scanP: p}
 	}
 	keys := func(es []*screened) []string {
 		var out []string
@@ -160,10 +160,10 @@ func TestPickEntityBreaches(t *testing.T) {
 		{"one slow engine: the engine, not its host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-9, 2)}, []string{"engine:h1/a"}},
 		{"two slow engines of a host: the host", []*screened{eng("h1", "a", 1e-9, 3000, 1000), eng("h1", "b", 1e-9, 3000, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
 		{"slowness spread thin: the host", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.01, 1300, 1000), host("h1", 1e-9, 2)}, []string{"host:h1"}},
-		{"a host's excess from one mild engine: nothing", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-9, 2)}, nil},
-		{"significant but small: none", []*screened{eng("h1", "a", 1e-9, 1100, 1000)}, nil},
+		{"a host's excess from one mild engine: nothing", []*screened{eng("h1", "a", 0.01, 1300, 1000), eng("h1", "b", 0.5, 1000, 1000), host("h1", 1e-11, 2)}, nil},
 		{"large but not significant: none", []*screened{eng("h1", "a", 0.01, 3000, 1000)}, nil},
-		{"untested (no peers): none", []*screened{{kind: LevelEngine, key: "x", n: 1000, k: 50, pval: 0, quantile: 3000}}, nil},
+		{"untested (no peers): none", []*screened{{kind: LevelEngine, key: "x", n: 1000, k: 50, pval: 0, quantile: 3000, scanWhy: "peers"}}, nil},
+		{"worse over the window but no stretch changed (slower hardware): none", []*screened{{kind: LevelEngine, key: "x", n: 1000, k: 50, pval: 1e-12, quantile: 3000, peerQ: 1000, tested: true}}, nil},
 	}
 	for _, c := range cases {
 		got := keys(pickEntityBreaches(c.in, 1e-4, 0.2))
