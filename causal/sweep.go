@@ -79,7 +79,8 @@ type SweepResult struct {
 	Queries   int
 	QueryTime time.Duration
 
-	ok *Analysis // the status-ok answer when nothing broke
+	ok       *Analysis         // the status-ok answer when nothing broke
+	services map[string]string // model → its one service, where it has one
 }
 
 // Answer is what `rank` prints: the breaches, most severe first, or one
@@ -123,7 +124,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	if !ok {
 		return nil, fmt.Errorf("sweep: invalid request: signal %q: no outcome node of the DAG measures it", req.SLO.Signal)
 	}
-	res := &SweepResult{}
+	res := &SweepResult{services: map[string]string{}}
 	scopes, err := a.discoverScopes(ctx, req, res)
 	if err != nil {
 		return nil, err
@@ -207,6 +208,19 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		}
 	}
 	sort.SliceStable(res.Breaches, func(i, j int) bool { return severity(res.Breaches[i]) > severity(res.Breaches[j]) })
+	// A culprit of a model names its service too (workload and queue
+	// causes are the service's to scale), when the model has one.
+	for _, an := range res.Breaches {
+		for i := range an.Incident.Culprits {
+			e := &an.Incident.Culprits[i].Entity
+			if svc := res.services[e.Model]; svc != "" && e.Service == "" {
+				e.Service = svc
+			}
+		}
+		if w := an.Incident.Breach; w != nil && w.Entity.Service == "" {
+			w.Entity.Service = res.services[w.Entity.Model]
+		}
+	}
 	res.ok = a.okAnswer(req, res)
 	return res, nil
 }
@@ -672,14 +686,17 @@ func scopeWhere(sc map[string]string) string {
 
 // discoverScopes lists the model scopes with requests in the window.
 func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *SweepResult) ([]map[string]string, error) {
-	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY m",
+	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()), toString(any(service)), toFloat64(uniqExact(service)) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY m",
 		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window))
 	var out []map[string]string
 	err := queryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
-		var m string
-		var n float64
-		if err := rows.Scan(&m, &n); err != nil {
+		var m, svc string
+		var n, nsvc float64
+		if err := rows.Scan(&m, &n, &svc, &nsvc); err != nil {
 			return err
+		}
+		if nsvc == 1 && svc != "" {
+			res.services[m] = svc
 		}
 		sc := map[string]string{}
 		for k, v := range req.SLO.Scope {
