@@ -81,6 +81,9 @@ type Config struct {
 	// is that unlikely under its peers' rate, Bonferroni-corrected over
 	// every entity the sweep tests (Sweep).
 	EntityAlpha float64
+	// MaxScopes caps the models one sweep examines (200), the busiest
+	// first; a note names the cut.
+	MaxScopes int
 	// FocusShare is the share of a breached scope's window tail one
 	// breached entity must hold for the breach to be that entity's (0.5).
 	FocusShare float64
@@ -113,6 +116,7 @@ func DefaultConfig() Config {
 		QueueDemandRise:     1.5,
 		EntityAlpha:         0.01,
 		FocusShare:          0.5,
+		MaxScopes:           200,
 		Exemplars:           3,
 		Version:             "dev",
 	}
@@ -170,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.EntityAlpha > 0 && c.EntityAlpha < 1) {
 		bad("entity alpha %v outside (0,1)", c.EntityAlpha)
+	}
+	if c.MaxScopes < 1 {
+		bad("max scopes %d must be >= 1", c.MaxScopes)
 	}
 	if !(c.FocusShare > 0 && c.FocusShare <= 1) {
 		bad("focus share %v outside (0,1]", c.FocusShare)

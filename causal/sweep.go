@@ -686,8 +686,10 @@ func scopeWhere(sc map[string]string) string {
 
 // discoverScopes lists the model scopes with requests in the window.
 func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *SweepResult) ([]map[string]string, error) {
-	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()), toString(any(service)), toFloat64(uniqExact(service)) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY m",
-		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window))
+	// The busiest MaxScopes models (a flood of fake model names must not
+	// make a sweep unbounded); the rest are named in a note.
+	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) AS n, toString(any(service)), toFloat64(uniqExact(service)) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY n DESC, m LIMIT %d",
+		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window), a.cfg.MaxScopes+1)
 	var out []map[string]string
 	err := queryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
 		var m, svc string
@@ -713,6 +715,11 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 	if len(out) == 0 {
 		res.Notes = append(res.Notes, "no requests in the window")
 	}
+	if len(out) > a.cfg.MaxScopes {
+		out = out[:a.cfg.MaxScopes]
+		res.Notes = append(res.Notes, fmt.Sprintf("more than %d models in the window: the %d busiest were examined", a.cfg.MaxScopes, a.cfg.MaxScopes))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i]["model"] < out[j]["model"] })
 	return out, nil
 }
 

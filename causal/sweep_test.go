@@ -172,3 +172,36 @@ func TestPickEntityBreaches(t *testing.T) {
 		}
 	}
 }
+
+// A sweep examines at most MaxScopes models, the busiest, and says so.
+func TestSweepMaxScopes(t *testing.T) {
+	st := chstoretest.Fresh(t)
+	ctx := context.Background()
+	for i, m := range []string{"busy-a", "busy-b", "quiet"} {
+		rate := 20.0
+		if m == "quiet" {
+			rate = 5
+		}
+		s := synthScenario{Seed: uint64(20 + i), Start: synthStart, Duration: 20 * time.Minute, Hosts: 2, GPUs: 1, RatePerS: rate, Model: m}
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.MaxScopes = 2
+	a, err := NewAnalyzer(StoreDB(st), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Sweep(ctx, SweepRequest{Window: window(0, 20*time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sc := range res.Scopes {
+		got = append(got, sc["model"])
+	}
+	if len(got) != 2 || got[0] != "busy-a" || got[1] != "busy-b" || len(res.Notes) != 1 {
+		t.Errorf("scopes %v, notes %q: want the two busiest and a note", got, res.Notes)
+	}
+}
