@@ -174,7 +174,10 @@ func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.
 		p.C.MetricRecords.Add(1)
 		rec := metricRec{partition: part, behind: m.HighWaterMark > m.Offset+1}
 		if b, err := p.decodeMetrics(m.Value); err == nil {
-			rec.samples = b.Samples // rejects are recorded once, by the samples group
+			// Rejects, out-of-bounds samples included, are recorded once,
+			// by the samples group; here such a sample must neither move
+			// the join's clock nor pause this reader.
+			rec.samples, _, _ = p.bounds().samples(b.Samples)
 		}
 		if first, last, ok := sampleSpan(rec.samples); ok && last > spanTime.Load()+ahead {
 			// Too far ahead of the spans: say the partition is complete up

@@ -41,6 +41,16 @@ type Config struct {
 	// would exceed it keeps only the head of its value (header
 	// tailcause.truncated). Default DefaultDeadLetterMaxBytes.
 	DeadLetterMaxBytes int
+	// MaxEventAge and MaxEventSkew bound the event time accepted on input
+	// to [now − MaxEventAge, now + MaxEventSkew] (wall clock): a request,
+	// step or sample outside is dropped, counted (OutOfBounds), and its
+	// record is rejected (rejected_input, reason event_time) and
+	// dead-lettered. MaxEventAge 0 (the default) sets no lower bound, so
+	// that replays of old topics (and the fault lab's data, dated early
+	// 2026) are taken; `tailcause enrich` sets it to its --ttl, the age at
+	// which ClickHouse would delete the rows at once. MaxEventSkew (default
+	// 1 min) is the clock skew tolerated ahead of this host's clock.
+	MaxEventAge, MaxEventSkew time.Duration
 	// GiveUpAfter is how often a write that fails permanently is tried
 	// before what it carries is counted, logged and skipped: a dead letter
 	// the topic refuses. (Rows ClickHouse refuses for good are not retried:
@@ -75,6 +85,7 @@ func DefaultConfig() Config {
 
 		DeadLetterMaxBytes: DefaultDeadLetterMaxBytes,
 		GiveUpAfter:        3,
+		MaxEventSkew:       time.Minute,
 	}
 }
 
@@ -98,6 +109,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeadLetterMaxBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("enrich: dead-letter max bytes %d: must be at least 64 KiB", c.DeadLetterMaxBytes))
+	}
+	if c.MaxEventAge < 0 || c.MaxEventSkew <= 0 {
+		errs = append(errs, fmt.Errorf("enrich: max event age %s must be >= 0 (0: no lower bound) and max event skew %s positive", c.MaxEventAge, c.MaxEventSkew))
 	}
 	if c.GiveUpAfter < 1 {
 		errs = append(errs, fmt.Errorf("enrich: give up after %d tries: must be at least 1", c.GiveUpAfter))

@@ -39,6 +39,10 @@ type Counters struct {
 	DeadLetterDropped, RejectedDropped atomic.Int64
 	Commits                            atomic.Int64
 	UnknownMetrics, IgnoredSpans       atomic.Int64
+	// OutOfBounds counts the requests, steps and samples dropped for an
+	// event time outside [now − MaxEventAge, now + MaxEventSkew] (their
+	// records are rejected and dead-lettered).
+	OutOfBounds atomic.Int64
 }
 
 // Pipeline is the enricher.
@@ -74,6 +78,9 @@ type spanRec struct {
 	msg   kafka.Message
 	batch normalize.Batch
 	err   error
+	// outOfBounds spans were dropped from batch for their event time.
+	outOfBounds int
+	boundsWhy   string
 }
 
 type sinkItem struct {
@@ -170,9 +177,13 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 				continue
 			}
 			p.C.SpanRecords.Add(1)
-			b, derr := p.decodeTraces(m.Value)
+			rec := spanRec{msg: m}
+			rec.batch, rec.err = p.decodeTraces(m.Value)
+			if rec.err == nil {
+				rec.outOfBounds, rec.boundsWhy = p.bounds().spans(&rec.batch)
+			}
 			select {
-			case spanIn <- spanRec{msg: m, batch: b, err: derr}:
+			case spanIn <- rec:
 			case <-fetchCtx.Done():
 				return
 			}
@@ -253,6 +264,13 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 			}
 			for _, rj := range rec.batch.Rejects {
 				pendingItem.rejects = append(pendingItem.rejects, p.rejectRow(rj.Signal, rj.Reason, rj.Detail, rec.msg))
+			}
+			if rec.outOfBounds > 0 {
+				// The rest of the record is joined; the record goes to the
+				// dead-letter topic whole, for a replay with other bounds.
+				p.C.OutOfBounds.Add(int64(rec.outOfBounds))
+				pendingItem.rejects = append(pendingItem.rejects, p.rejectRow("traces", "event_time", rec.boundsWhy, rec.msg))
+				pendingItem.dlq = append(pendingItem.dlq, p.deadLetter(rec.msg, "event_time", rec.boundsWhy))
 			}
 			p.C.IgnoredSpans.Add(int64(sumIgnored(rec.batch.Ignored)))
 			j.AddSpans(&rec.batch, ref)

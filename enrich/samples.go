@@ -54,6 +54,7 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 		var gpuRows, engRows, rejRows [][]any
 		var gpuFrom, engFrom []origin
 		var dlqRecs []kafkax.Record
+		bounds := p.bounds()
 		for _, m := range msgs {
 			p.C.SampleRecords.Add(1)
 			from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
@@ -65,6 +66,13 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 			}
 			for _, rj := range b.Rejects {
 				rejRows = append(rejRows, p.rejectRow(rj.Signal, rj.Reason, rj.Detail, m))
+			}
+			var out int
+			var why string
+			if b.Samples, out, why = bounds.samples(b.Samples); out > 0 {
+				p.C.OutOfBounds.Add(int64(out))
+				rejRows = append(rejRows, p.rejectRow("metrics", "event_time", why, m))
+				dlqRecs = append(dlqRecs, p.deadLetter(m, "event_time", why))
 			}
 			p.C.UnknownMetrics.Add(int64(b.Ignored["unknown_metric"]))
 			for i := range b.Samples {

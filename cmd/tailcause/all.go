@@ -128,7 +128,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	var sf storeFlags
 	sf.register(fs, e)
 	ec := enrich.DefaultConfig()
-	brokers := enrichFlags(fs, e, &ec)
+	eo := enrichFlags(fs, e, &ec)
 	embedded := fs.Bool("embedded-kafka", false, "run an in-process Kafka broker (kfake) instead of connecting to --kafka")
 	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
 	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
@@ -138,6 +138,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
+	eo.apply(&ec, &sf)
 	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err
@@ -145,7 +146,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	defer st.Close()
 	reg := obs.NewRegistry()
 	p, err := startPipeline(ctx, e, st, pipelineOptions{
-		embedded: *embedded, brokers: splitList(*brokers), grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec, reg: reg,
+		embedded: *embedded, brokers: ec.Brokers, grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec, reg: reg,
 	})
 	if err != nil {
 		return err

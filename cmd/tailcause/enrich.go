@@ -11,8 +11,51 @@ import (
 	"github.com/tailcause/tailcause/internal/obs"
 )
 
-func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *string {
-	brokers := fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), strings.Join(cfg.Brokers, ",")), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
+// enrichOpts are the enricher's flags that main resolves after parsing.
+type enrichOpts struct {
+	brokers *string
+	maxAge  eventAgeFlag
+}
+
+// apply sets what the flags derive: the brokers, and the replay horizon
+// (--max-event-age, by default the store's --ttl: older rows ClickHouse
+// would delete at once, so they are dead-lettered instead).
+func (o *enrichOpts) apply(cfg *enrich.Config, sf *storeFlags) {
+	cfg.Brokers = splitList(*o.brokers)
+	cfg.MaxEventAge = time.Duration(sf.ttl)
+	if o.maxAge.set {
+		cfg.MaxEventAge = o.maxAge.d
+	}
+	cfg.MetricsAhead = max(cfg.MetricsAhead, cfg.Join.MaxWait+30*time.Second)
+}
+
+// eventAgeFlag is --max-event-age: like --ttl (30d, 36h, 0 = none), and
+// unset means "the --ttl".
+type eventAgeFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *eventAgeFlag) String() string {
+	if !f.set {
+		return "the --ttl"
+	}
+	t := ttlFlag(f.d)
+	return t.String()
+}
+
+func (f *eventAgeFlag) Set(v string) error {
+	var t ttlFlag
+	if err := t.Set(v); err != nil {
+		return fmt.Errorf("max event age %q: want days (30d), a duration (36h) or 0 (no lower bound)", v)
+	}
+	f.d, f.set = time.Duration(t), true
+	return nil
+}
+
+func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *enrichOpts {
+	o := &enrichOpts{}
+	o.brokers = fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), strings.Join(cfg.Brokers, ",")), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
 	fs.StringVar(&cfg.GroupID, "group", cfg.GroupID, "consumer group of the span topic")
 	fs.StringVar(&cfg.SamplesGroupID, "samples-group", cfg.SamplesGroupID, "consumer group of the metric topic")
 	fs.StringVar(&cfg.Encoding, "encoding", cfg.Encoding, "record encoding: otlp_proto or otlp_json (as the Collector's kafka exporter)")
@@ -20,7 +63,10 @@ func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *string {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "longest wait before a partial batch is written")
 	fs.DurationVar(&cfg.Join.MaxWait, "max-wait", cfg.Join.MaxWait, "event-time wait for a host's metrics before a request is joined with what is known")
 	fs.DurationVar(&cfg.IdleFlush, "idle-flush", cfg.IdleFlush, "emit pending requests after this much wall-clock silence on every input")
-	return brokers
+	fs.Var(&o.maxAge, "max-event-age", "replay horizon: spans and samples older than this (event time, against the wall clock) are rejected and dead-lettered; "+
+		"30d, 36h, ... or 0 for none; default the --ttl (rows older than the table's TTL would be deleted at once). Replaying older topics: raise it with the --ttl, or 0")
+	fs.DurationVar(&cfg.MaxEventSkew, "max-event-skew", cfg.MaxEventSkew, "spans and samples dated more than this ahead of the wall clock are rejected and dead-lettered (clock skew tolerated)")
+	return o
 }
 
 func cmdEnrich(ctx context.Context, e *env, args []string) error {
@@ -29,14 +75,13 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	var sf storeFlags
 	sf.register(fs, e)
 	cfg := enrich.DefaultConfig()
-	brokers := enrichFlags(fs, e, &cfg)
+	eo := enrichFlags(fs, e, &cfg)
 	var of obsFlags
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	cfg.Brokers = splitList(*brokers)
-	cfg.MetricsAhead = max(cfg.MetricsAhead, cfg.Join.MaxWait+30*time.Second)
+	eo.apply(&cfg, &sf)
 	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err
