@@ -336,10 +336,17 @@ type screened struct {
 	scanFrom   time.Time
 	scanTo     time.Time
 	scanExcess float64
-	scanWhy    string // "peers" or "own past"
-	buckets    []bucketCounts
-	pre        bucketCounts // before the window (the scope's preceding baseline)
-	win        Interval
+	scanWhy    string         // "peers" or "own past"
+	buckets    []bucketCounts // counts above the threshold being scanned
+	pre        bucketCounts   // the same before the window (the scope's preceding baseline)
+	// byT holds the counts above each scanned threshold (the scope's
+	// window quantile, and a lower one: scanThresholds).
+	byT [2]struct {
+		buckets []bucketCounts
+		pre     bucketCounts
+	}
+	scanT float64 // the threshold of the best stretch
+	win   Interval
 }
 
 // bucketCounts are an entity's requests and tail requests in one stretch.
@@ -397,7 +404,16 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 		return nil, 0, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
-	if err := a.readBuckets(ctx, out, sc, win, pre, y, t); err != nil {
+	qs := scanThresholds(q)
+	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s FINAL WHERE %s", FormatFloat(qs[1]), y, a.cfg.Table, where), 1)
+	if err != nil {
+		return nil, 0, err
+	}
+	ts := [2]float64{t, t}
+	if finite(lower[0]) && lower[0] < t {
+		ts[1] = lower[0]
+	}
+	if err := a.readBuckets(ctx, out, sc, win, pre, y, ts); err != nil {
 		return nil, 0, err
 	}
 	tested := 0
@@ -434,7 +450,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 			e.tested = true
 			tested++
 		}
-		scanEntities(set)
+		scanEntities(set, ts)
 	}
 	return out, tested, nil
 }
@@ -445,10 +461,12 @@ const scanBuckets = 10
 
 // readBuckets fills each entity's per-stretch counts (and those before the
 // window, when the scope has a preceding baseline).
-func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[string]string, win Interval, pre *Interval, y string, t float64) error {
+func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[string]string, win Interval, pre *Interval, y string, ts [2]float64) error {
 	byKey := map[string]*screened{}
 	for _, e := range ents {
-		e.buckets = make([]bucketCounts, scanBuckets)
+		for i := range e.byT {
+			e.byT[i].buckets = make([]bucketCounts, scanBuckets)
+		}
 		e.win = win
 		byKey[e.kind+"|"+e.key] = e
 	}
@@ -461,12 +479,13 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 	}
 	bucket := fmt.Sprintf("if(start_ns < %d, -1, intDiv(start_ns - %d, %d))", win.Start.UnixNano(), win.Start.UnixNano(), width)
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
-	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)) FROM %s FINAL WHERE %s GROUP BY host, pod, engine, tc_b",
-		bucket, y, FormatFloat(t), a.cfg.Table, where)
+	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s FINAL WHERE %s GROUP BY host, pod, engine, tc_b",
+		bucket, y, FormatFloat(ts[0]), y, FormatFloat(ts[1]), a.cfg.Table, where)
 	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
 		var host, pod, engine string
-		var b, n, k float64
-		if err := rows.Scan(&host, &pod, &engine, &b, &n, &k); err != nil {
+		var b, n float64
+		var k [2]float64
+		if err := rows.Scan(&host, &pod, &engine, &b, &n, &k[0], &k[1]); err != nil {
 			return err
 		}
 		for _, key := range []string{LevelEngine + "|" + host + "/" + pod + "/" + engine, LevelHost + "|" + host} {
@@ -474,18 +493,28 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 			if e == nil {
 				continue
 			}
-			switch {
-			case b < 0:
-				e.pre.n += n
-				e.pre.k += k
-			case int(b) < scanBuckets:
-				e.buckets[int(b)].n += n
-				e.buckets[int(b)].k += k
+			for i := range e.byT {
+				bt := &e.byT[i]
+				switch {
+				case b < 0:
+					bt.pre.n += n
+					bt.pre.k += k[i]
+				case int(b) < scanBuckets:
+					bt.buckets[int(b)].n += n
+					bt.buckets[int(b)].k += k[i]
+				}
 			}
 		}
 		return nil
 	})
 }
+
+// scanThresholds are the quantile levels of the tail definitions the time
+// scan counts against: the SLO's (e.g. the P99: the scope's window
+// quantile), and the one five times further from the top (the P95), where
+// a slowdown that moves an entity's whole distribution shows with five
+// times the counts.
+func scanThresholds(q float64) [2]float64 { return [2]float64{q, math.Max(1-5*(1-q), 0.5)} }
 
 // scanEntities looks, for every entity of set (one kind, one scope), for
 // the stretch of consecutive buckets where its tail count is least likely:
@@ -503,7 +532,39 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 // A fault that starts midway through the window, or hits a model of two
 // engines whose peer tells little, shows in a stretch long before it
 // shows in the whole window.
-func scanEntities(set []*screened) {
+func scanEntities(set []*screened, ts [2]float64) {
+	type found struct {
+		p, ex    float64
+		why      string
+		from, to time.Time
+		tests    int
+	}
+	best := make([]found, len(set))
+	for i := range best {
+		best[i].p = 1
+	}
+	for ti := range ts {
+		for _, e := range set {
+			e.buckets, e.pre, e.scanWhy, e.scanP = e.byT[ti].buckets, e.byT[ti].pre, "", 1
+		}
+		scanOnce(set)
+		for i, e := range set {
+			best[i].tests += e.scanTests
+			if e.scanWhy != "" && e.scanP < best[i].p {
+				best[i] = found{p: e.scanP, ex: e.scanExcess, why: e.scanWhy, from: e.scanFrom, to: e.scanTo, tests: best[i].tests}
+				e.scanT = ts[ti]
+			}
+		}
+	}
+	for i, e := range set {
+		b := best[i]
+		e.scanTests, e.scanWhy, e.scanP, e.scanExcess, e.scanFrom, e.scanTo = b.tests, b.why, b.p, b.ex, b.from, b.to
+		e.buckets, e.pre = e.byT[0].buckets, e.byT[0].pre
+	}
+}
+
+// scanOnce is one threshold's scan (scanEntities).
+func scanOnce(set []*screened) {
 	maxS := func(mu float64) float64 { return math.Max((1-mu)/(mu*0.25*0.25)-1, 1e-3) }
 	for i, e := range set {
 		best, bestEx := 1.0, 0.0
@@ -610,9 +671,9 @@ func scanEntities(set []*screened) {
 // whose excess comes from one engine is that engine's matter. Most severe
 // first.
 func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
-	// The time scan tests up to B(B+1)/2 stretches per entity (both
-	// yardsticks): its p-value is corrected for them too.
-	scanAlpha := alpha / float64(scanBuckets*(scanBuckets+1))
+	// The time scan tests up to B(B+1)/2 stretches per entity, both
+	// yardsticks, two thresholds: its p-value is corrected for them too.
+	scanAlpha := alpha / float64(2*scanBuckets*(scanBuckets+1)) // two thresholds
 	bad := func(e *screened) bool {
 		// The whole-window comparison with the peers cannot tell a change
 		// from an entity that is always slower: only the scan decides
