@@ -102,34 +102,42 @@ func (r *liveResult) right(h liveHook) bool {
 	return h.cause == r.faultCause && h.entity["pod"] == r.faultPod
 }
 
-// figures: the first page at or after onset, pages before it (false), and
-// the pages after the first (same top culprit or another; resolutions).
+// figures: the first page at or after onset (a resolution is no page of
+// the fault: it does not count as the detection), the first page naming
+// the fault, the webhooks before the onset (false), and the pages after
+// the first (same top culprit or another; resolutions apart).
 type liveFigures struct {
 	first                 *liveHook
 	detect                time.Duration
 	right                 bool
-	early                 int // pages before the onset
-	sameAfter, otherAfter int // pages after the first, same culprit / another
-	resolved              int
+	detectRight           time.Duration // onset to the first page naming the fault (-1: none)
+	early                 int           // webhooks before the onset
+	sameAfter, otherAfter int           // pages after the first, same culprit / another
+	resolved              int           // resolutions after the onset
 }
 
 func (r *liveResult) figures() liveFigures {
-	var f liveFigures
+	f := liveFigures{detectRight: -1}
 	for i := range r.hooks {
 		h := &r.hooks[i]
 		switch {
 		case r.onset.IsZero() || h.at.Before(r.onset):
 			f.early++
+			continue
+		case h.event == string(alert.EventResolved):
+			f.resolved++
+			continue
 		case f.first == nil:
 			f.first = h
 			f.detect = h.at.Sub(r.onset)
 			f.right = r.right(*h)
-		case h.event == string(alert.EventResolved):
-			f.resolved++
 		case h.culprit() == f.first.culprit():
 			f.sameAfter++
 		default:
 			f.otherAfter++
+		}
+		if f.detectRight < 0 && r.right(*h) {
+			f.detectRight = h.at.Sub(r.onset)
 		}
 	}
 	return f
@@ -157,8 +165,12 @@ func (r *liveResult) print(w io.Writer) {
 	case f.first == nil:
 		fmt.Fprintf(w, "  RESULT: no webhook after the onset (%d before it)\n", f.early)
 	default:
-		fmt.Fprintf(w, "  RESULT: first webhook %.1f s after onset; top culprit %s (%s); re-pages after it: %d with the same top culprit, %d with another, %d resolved; %d pages before the onset\n",
-			f.detect.Seconds(), f.first.culprit(), map[bool]string{true: "right", false: "WRONG"}[f.right], f.sameAfter, f.otherAfter, f.resolved, f.early)
+		rightAt := "never"
+		if f.detectRight >= 0 {
+			rightAt = fmt.Sprintf("%.1f s after onset", f.detectRight.Seconds())
+		}
+		fmt.Fprintf(w, "  RESULT: first webhook %.1f s after onset; top culprit %s (%s); right culprit first paged %s; re-pages after the first: %d with the same top culprit, %d with another; %d resolved after the onset; %d webhooks before the onset\n",
+			f.detect.Seconds(), f.first.culprit(), map[bool]string{true: "right", false: "WRONG"}[f.right], rightAt, f.sameAfter, f.otherAfter, f.resolved, f.early)
 	}
 }
 
@@ -542,7 +554,10 @@ func BenchmarkLiveDetection(b *testing.B) {
 			b.ReportMetric(float64(f.sameAfter), "repages-same-culprit")
 			b.ReportMetric(float64(f.otherAfter), "pages-other-culprit")
 		}
-		b.ReportMetric(float64(f.early), "pages-before-onset")
+		if f.detectRight >= 0 {
+			b.ReportMetric(f.detectRight.Seconds(), "s-to-right-webhook")
+		}
+		b.ReportMetric(float64(f.early), "webhooks-before-onset")
 		b.ReportMetric(res.rate, "requests/s")
 	}
 }
@@ -584,4 +599,31 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestLiveFigures: the figures of a run whose detector paged falsely
+// before the onset (resolved after it), then paged a wrong culprit on the
+// right pod and changed to the right one (the seed-1 run of a58d744).
+func TestLiveFigures(t *testing.T) {
+	onset := time.Date(2026, 12, 1, 10, 14, 8, 0, time.UTC)
+	pod := map[string]string{"model": "llama-3.1-8b", "host": "node-1", "pod": "llama-3-1-8b-1"}
+	at := func(s float64) time.Time { return onset.Add(time.Duration(s * float64(time.Second))) }
+	r := &liveResult{onset: onset, faultCause: "kv_cache.preemption", faultPod: "llama-3-1-8b-1", hooks: []liveHook{
+		{at: at(-70.1), event: "opened", cause: "workload.long_outputs", entity: map[string]string{"model": "llama-3.1-8b"}},
+		{at: at(20), event: "resolved", cause: "workload.long_outputs", entity: map[string]string{"model": "llama-3.1-8b"}},
+		{at: at(55), event: "opened", cause: "prefix_cache.miss", entity: pod},
+		{at: at(130), event: "top_culprit_changed", cause: "kv_cache.preemption", entity: pod},
+		{at: at(150), event: "opened", cause: "kv_cache.preemption", entity: pod},
+	}}
+	f := r.figures()
+	if f.first == nil || f.detect != 55*time.Second || f.right || f.detectRight != 130*time.Second {
+		t.Fatalf("first %+v after %v (right %v), right one after %v", f.first, f.detect, f.right, f.detectRight)
+	}
+	if f.early != 1 || f.resolved != 1 || f.otherAfter != 2 || f.sameAfter != 0 {
+		t.Errorf("early %d resolved %d other %d same %d", f.early, f.resolved, f.otherAfter, f.sameAfter)
+	}
+	r.hooks = r.hooks[3:]
+	if f := r.figures(); !f.right || f.sameAfter != 1 || f.detect != 130*time.Second {
+		t.Errorf("from the right page: %+v", f)
+	}
 }
