@@ -113,7 +113,7 @@ type BreachConfig struct {
 	ThresholdMS float64
 	// MinRelIncrease is the margin over the baseline: the window's estimate
 	// must exceed the baseline's estimate·(1+MinRelIncrease), and its lower
-	// bound the baseline's upper bound. Zero means
+	// bound the baseline's upper bound·(1+MinRelIncrease/2). Zero means
 	// 0.2, a move larger than usual day-to-day drift of a P99; negative
 	// means no margin.
 	MinRelIncrease float64
@@ -130,8 +130,8 @@ type Breach struct {
 
 // DetectBreach decides whether the window's quantile is credibly bad: its
 // lower confidence bound exceeds the SLO threshold, or it exceeds the upper
-// bound of the baseline's quantile while the estimate exceeds the
-// baseline's by MinRelIncrease. baseline may be nil (no
+// bound of the baseline's quantile by MinRelIncrease/2 while the estimate
+// exceeds the baseline's by MinRelIncrease. baseline may be nil (no
 // earlier data: find one with BreachStart). Both intervals must come from
 // QuantileInterval(Top), which enforces the minimum sample size.
 func DetectBreach(window QuantileCI, baseline *QuantileCI, cfg *BreachConfig) Breach {
@@ -150,10 +150,12 @@ func DetectBreach(window QuantileCI, baseline *QuantileCI, cfg *BreachConfig) Br
 		b.Reasons = append(b.Reasons, "slo")
 	}
 	// Significant (the window's lower bound above the baseline's upper
-	// bound) and material (the estimate up by the margin). Asking the lower
-	// bound to clear the upper bound by the margin as well would demand a
-	// rise of half again or more before a P99 counts as broken.
-	if baseline != nil && window.Lower > baseline.Upper && window.Estimate > baseline.Estimate*(1+c.MinRelIncrease) {
+	// bound by half the margin: a P99's natural swings between windows
+	// exceed its sampling interval) and material (the estimate up by the
+	// margin). Asking the lower bound to clear the upper bound by the whole
+	// margin would demand a rise of half again or more before a P99 counts
+	// as broken.
+	if baseline != nil && window.Lower > baseline.Upper*(1+c.MinRelIncrease/2) && window.Estimate > baseline.Estimate*(1+c.MinRelIncrease) {
 		b.Reasons = append(b.Reasons, "baseline")
 	}
 	b.Breached = len(b.Reasons) > 0
