@@ -63,11 +63,53 @@ func TestDemoAndRank(t *testing.T) {
 	if doc.Status != "firing" || len(doc.Culprits) == 0 || doc.Culprits[0].Cause != "kv_cache.preemption" || doc.Method.Estimator != "backdoor-ols-hc3" {
 		t.Errorf("rank: %+v", doc)
 	}
+	// The fleet-wide question (no --scope): one v1 document per breach, a
+	// JSON array when several; the most severe names the faulty pod and
+	// says where the tail broke.
+	code, out, errs = runCmd(t, "rank", "--clickhouse", addr, "--database", db, "--from", start.Format(time.RFC3339),
+		"--to", start.Add(20*time.Minute).Format(time.RFC3339))
+	if code != 0 {
+		t.Fatalf("fleet-wide rank exited %d: %s", code, errs)
+	}
+	type fleetDoc struct {
+		Status string `json:"status"`
+		Breach *struct {
+			Level  string            `json:"level"`
+			Entity map[string]string `json:"entity"`
+		} `json:"breach"`
+		Culprits []struct {
+			Cause  string            `json:"cause"`
+			Entity map[string]string `json:"entity"`
+		} `json:"culprits"`
+	}
+	var docs []fleetDoc
+	if strings.HasPrefix(strings.TrimSpace(out), "[") {
+		if err := json.Unmarshal([]byte(out), &docs); err != nil || len(docs) < 2 {
+			t.Fatalf("fleet-wide rank: an array must hold several documents (%v):\n%s", err, out)
+		}
+	} else {
+		var d fleetDoc
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("fleet-wide rank output is not JSON: %v\n%s", err, out)
+		}
+		docs = append(docs, d)
+	}
+	top := docs[0]
+	if top.Status != "firing" || top.Breach == nil || len(top.Culprits) == 0 || top.Culprits[0].Cause != "kv_cache.preemption" ||
+		top.Culprits[0].Entity["pod"] == "" || top.Culprits[0].Entity["model"] != "llama-3.1-8b" {
+		t.Errorf("fleet-wide rank, most severe breach: %+v", top)
+	}
 	// The healthy first minutes: no breach, status ok, no culprits, exit 0.
 	code, out, errs = runCmd(t, "rank", "--clickhouse", addr, "--database", db, "--from", start.Format(time.RFC3339),
 		"--to", start.Add(7*time.Minute).Format(time.RFC3339), "--scope", "model=llama-3.1-8b")
 	if code != 0 || !strings.Contains(out, `"status": "ok"`) || !strings.Contains(out, `"culprits": []`) {
 		t.Errorf("rank of a healthy window: exit %d, %s %s", code, out, errs)
+	}
+	// The same healthy minutes asked fleet-wide: one status-ok document.
+	code, out, errs = runCmd(t, "rank", "--clickhouse", addr, "--database", db, "--from", start.Format(time.RFC3339),
+		"--to", start.Add(7*time.Minute).Format(time.RFC3339))
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "{") || !strings.Contains(out, `"status": "ok"`) || !strings.Contains(out, `"culprits": []`) {
+		t.Errorf("fleet-wide rank of a healthy window: exit %d, %s %s", code, out, errs)
 	}
 	// Bad input: a clear error and exit status 2.
 	if code, _, errs := runCmd(t, "rank", "--clickhouse", addr, "--from", "yesterday", "--to", "today"); code != 2 || !strings.Contains(errs, "from") {
