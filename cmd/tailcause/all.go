@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -132,13 +133,22 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	embedded := fs.Bool("embedded-kafka", false, "run an in-process Kafka broker (kfake) instead of connecting to --kafka")
 	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
 	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
-	token := fs.String("token", e.getenv("TAILCAUSE_INGEST_TOKEN"), "bearer token required by ingest (env TAILCAUSE_INGEST_TOKEN)")
+	token := fs.String("token", "", "bearer token required by ingest (default env TAILCAUSE_INGEST_TOKEN; prefer the env: flags show in ps)")
+	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
 	var of obsFlags
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	eo.apply(&ec, &sf)
+	*token = orDefault(*token, envToken)
+	check := ec
+	if *embedded {
+		check.Brokers = []string{"embedded:0"} // chosen at start
+	}
+	if err := check.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"flag"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +54,166 @@ func TestTTLFlagDefaults(t *testing.T) {
 		sf.register(fs, e)
 		if got := sf.config().TTL; got != want {
 			t.Errorf("%s: default TTL %v, want %v", cmd, got, want)
+		}
+	}
+}
+
+// runEnv runs the binary's main logic with the given environment and a
+// deadline, and says how long it took.
+func runEnv(t *testing.T, getenv func(string) string, timeout time.Duration, args ...string) (code int, stdout, stderr string, took time.Duration) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, log: slog.New(slog.NewTextHandler(&errb, nil)), getenv: getenv}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	t0 := time.Now()
+	code = run(ctx, e, args)
+	return code, out.String(), errb.String(), time.Since(t0)
+}
+
+// unreachable points every service at an address where nothing listens: a
+// subcommand that connected before checking its flags would wait on it
+// (the store retries for 60 s).
+func unreachable(k string) string {
+	switch k {
+	case "TAILCAUSE_CLICKHOUSE", "TAILCAUSE_KAFKA":
+		return "127.0.0.1:1"
+	}
+	return ""
+}
+
+// TestCLIFailsFast: a flag mistake ends in under a second with exit status
+// 2 and an error naming the flag and the value, before anything connects.
+func TestCLIFailsFast(t *testing.T) {
+	win := []string{"--from", "2026-11-30T09:00:00Z", "--to", "2026-11-30T10:00:00Z"}
+	rank := func(extra ...string) []string { return append(append([]string{"rank"}, win...), extra...) }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rank", "--from", "2026-11-30T10:00:00Z", "--to", "2026-11-30T09:00:00Z"}, "--to 2026-11-30T09:00:00Z is not after --from 2026-11-30T10:00:00Z"},
+		{[]string{"rank", "--from", "2026-11-30T10:00:00Z", "--to", "2026-11-30T10:00:00Z"}, "is not after --from"},
+		{rank("--baseline-from", "2026-11-30T08:00:00Z", "--baseline-to", "2026-11-30T07:00:00Z"), "--baseline-to 2026-11-30T07:00:00Z is not after --baseline-from"},
+		{[]string{"rank", "--from", "yesterday", "--to", "2026-11-30T10:00:00Z"}, `--from "yesterday": want RFC 3339`},
+		{rank("--quantile", "7"), "--quantile 7: want a quantile strictly between 0 and 1"},
+		{[]string{"causal", "--once", "--quantile", "7"}, "--quantile 7"},
+		{[]string{"causal", "--once", "--slo-ms", "-5"}, "--slo-ms -5"},
+		{[]string{"causal", "--interval", "-1m"}, "--interval -1m0s: must not be negative"},
+		{rank("--clickhouse", "localhost"), `--clickhouse "localhost": want host:port`},
+		{rank("--clickhouse", "localhost:ninety"), `port "ninety"`},
+		{[]string{"causal", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
+		{[]string{"enrich", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
+		{[]string{"all", "--embedded-kafka", "--clickhouse", ":9000"}, `--clickhouse ":9000": want host:port (no host)`},
+		{[]string{"migrate", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
+		{[]string{"query", "--no-auth", "--clickhouse", "ch.example.com"}, `--clickhouse "ch.example.com"`},
+		{[]string{"eval", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
+		{[]string{"demo", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
+		{[]string{"rank", "--database", "a;b", "--from", "2026-11-30T09:00:00Z", "--to", "2026-11-30T10:00:00Z"}, `database "a;b"`},
+		{[]string{"enrich", "--kafka", "kafka-0"}, `--kafka "kafka-0": broker "kafka-0": want host:port`},
+		{[]string{"ingest", "--kafka", "kafka-0:9092,kafka-1"}, `broker "kafka-1"`},
+		{[]string{"topics", "--kafka", "kafka-0"}, `--kafka "kafka-0"`},
+		{[]string{"ingest", "--grpc-addr", "4317"}, `--grpc-addr "4317": want host:port`},
+		{[]string{"query", "--no-auth", "--listen", "127.0.0.1:99999"}, `port "99999"`},
+		{[]string{"enrich", "--metrics-addr", "9464"}, `--metrics-addr "9464"`},
+		{[]string{"enrich", "--batch-wait", "5x"}, `invalid value "5x" for flag -batch-wait`},
+		{[]string{"enrich", "--max-wait", "-2m"}, "--max-wait -2m0s: must not be negative"},
+		{[]string{"enrich", "--max-event-age", "ten"}, `max event age "ten"`},
+		{[]string{"enrich", "--batch-rows", "0"}, "batch rows"},
+		{[]string{"query", "--watch-every", "1fortnight"}, `invalid value "1fortnight" for flag -watch-every`},
+		{[]string{"sim", "--duration", "-1h"}, "--duration -1h0m0s: must not be negative"},
+		{[]string{"all", "--embedded-kafka", "--idle-flush", "0s"}, "idle flush"},
+		{[]string{"version", "extra"}, "unexpected arguments"},
+	} {
+		code, _, errs, took := runEnv(t, unreachable, 5*time.Second, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) || took > time.Second || strings.Contains(errs, "waiting for ClickHouse") {
+			t.Errorf("tailcause %s: exit %d in %s (want 2 in under 1s), stderr lacks %q:\n%s", strings.Join(tc.args, " "), code, took.Round(time.Millisecond), tc.want, errs)
+		}
+	}
+}
+
+// secretEnv gives every variable a value; the secrets are recognisable.
+func secretEnv(k string) string {
+	switch k {
+	case "TAILCAUSE_INGEST_TOKEN", "TAILCAUSE_QUERY_TOKEN", "TAILCAUSE_CLICKHOUSE_PASSWORD":
+		return "s3cret-" + k
+	case "TAILCAUSE_CLICKHOUSE", "TAILCAUSE_KAFKA":
+		return "127.0.0.1:1"
+	}
+	return ""
+}
+
+// TestHelp: every subcommand has help on stdout — synopsis, description,
+// its flags, examples and the environment variables it reads — from
+// `tailcause help <cmd>` and `tailcause <cmd> --help`, and none of it shows
+// a value from the environment (a token).
+func TestHelp(t *testing.T) {
+	for name := range commands() {
+		if _, ok := helpDocs[name]; !ok {
+			t.Errorf("%s has no helpDocs entry", name)
+		}
+		for _, args := range [][]string{{"help", name}, {name, "--help"}, {name, "-h"}} {
+			code, out, errs, took := runEnv(t, secretEnv, 5*time.Second, args...)
+			if code != 0 || errs != "" || took > time.Second {
+				t.Errorf("tailcause %s: exit %d in %s, stderr %q", strings.Join(args, " "), code, took, errs)
+			}
+			for _, want := range []string{"Usage:\n  tailcause " + name, "\nExamples:\n  ", "\nEnvironment:\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("tailcause %s: no %q in\n%s", strings.Join(args, " "), want, out)
+				}
+			}
+			if strings.Contains(out, "s3cret") || strings.Contains(out, "127.0.0.1:1\"") {
+				t.Errorf("tailcause %s shows a value from the environment:\n%s", strings.Join(args, " "), out)
+			}
+			_, envPart, _ := strings.Cut(out, "\nEnvironment:\n")
+			for _, line := range strings.Split(strings.TrimSpace(envPart), "\n") {
+				if f := strings.Fields(line); len(f) < 2 && line != "none" {
+					t.Errorf("tailcause %s: environment line %q has no description (envDocs)", strings.Join(args, " "), line)
+				}
+			}
+		}
+	}
+	// Flags and environment of a store role and a Kafka role.
+	_, out, _, _ := runEnv(t, secretEnv, 5*time.Second, "help", "enrich")
+	for _, want := range []string{"-clickhouse", "-kafka", "-max-event-age", "TAILCAUSE_CLICKHOUSE_PASSWORD", "TAILCAUSE_KAFKA "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help enrich lacks %q:\n%s", want, out)
+		}
+	}
+	_, out, _, _ = runEnv(t, secretEnv, 5*time.Second, "help", "ingest")
+	if !strings.Contains(out, "TAILCAUSE_INGEST_TOKEN") {
+		t.Errorf("help ingest does not name TAILCAUSE_INGEST_TOKEN:\n%s", out)
+	}
+	for _, args := range [][]string{{"help", "nonsense"}, {"help", "rank", "extra"}} {
+		if code, _, errs, _ := runEnv(t, secretEnv, 5*time.Second, args...); code != 2 || !strings.Contains(errs, "unknown command") {
+			t.Errorf("tailcause %v: exit %d, %q", args, code, errs)
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		if code, out, errs, _ := runEnv(t, secretEnv, 5*time.Second, args...); code != 0 || errs != "" || !strings.Contains(out, "tailcause help <command>") {
+			t.Errorf("tailcause %v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+}
+
+// TestNoSecretInErrors: a flag mistake in a role whose token or password
+// comes from the environment prints no flag defaults, so no secret.
+func TestNoSecretInErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"all", "--no-such-flag"}, {"ingest", "--tokn", "x"}, {"query", "--bogus"}, {"query", "--clickhouse", "localhost"},
+		{"enrich", "--batch-wait", "soon"}, {"rank", "--quantile", "2"}, {"all", "--embedded-kafka", "--grpc-addr", "4317"},
+	} {
+		code, out, errs, _ := runEnv(t, secretEnv, 5*time.Second, args...)
+		if code != 2 || strings.Contains(out+errs, "s3cret") || strings.Contains(errs, "-clickhouse-user string") {
+			t.Errorf("tailcause %v: exit %d, output shows a secret or the flag list:\n%s%s", args, code, out, errs)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		code, out, errs, _ := runEnv(t, secretEnv, time.Second, args...)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "tailcause "+version+" (go") {
+			t.Errorf("tailcause %v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}
 }

@@ -82,6 +82,9 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	eo.apply(&cfg, &sf)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err

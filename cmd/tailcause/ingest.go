@@ -22,6 +22,7 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "OTLP/gRPC listen address (empty: off)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "OTLP/HTTP listen address (empty: off)")
 	token := fs.String("token", "", "bearer token clients must send (default env TAILCAUSE_INGEST_TOKEN; empty: no auth). Prefer the env: flags show in ps")
+	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", cfg.MaxBodyBytes, "largest request body in bytes, after decompression")
 	fs.Int64Var(&cfg.MaxWireBytes, "max-wire-body", cfg.MaxWireBytes, "largest request body in bytes as sent (compressed)")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "requests handled at once; more get 429 / RESOURCE_EXHAUSTED")
@@ -34,7 +35,7 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	cfg.Token = orDefault(*token, e.getenv("TAILCAUSE_INGEST_TOKEN"))
+	cfg.Token = orDefault(*token, envToken)
 	pcfg.Brokers = splitList(*brokers)
 	// Every record must fit one produce batch.
 	pcfg.BatchBytes = max(pcfg.BatchBytes, int64(cfg.Encoding.MaxMessageBytes)+64<<10)

@@ -12,7 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -50,56 +51,75 @@ func commands() map[string]command {
 
 var version = "dev" // set by -ldflags at build time
 
-func cmdVersion(_ context.Context, e *env, _ []string) error {
-	fmt.Fprintln(e.stdout, "tailcause", version)
+func cmdVersion(_ context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, versionString())
 	return nil
 }
 
 // errUsage marks a command-line mistake (exit status 2).
 var errUsage = errors.New("usage")
 
-// parseArgs parses a subcommand's flags: a mistake is errUsage (exit
-// status 2), -h is flag.ErrHelp (exit 0), and positional arguments are
-// refused.
+// parseArgs parses a subcommand's flags and checks them (checkFlags): a
+// mistake is errUsage (exit status 2) naming the flag, -h is flag.ErrHelp
+// (exit 0; the flags are printed to fs's output), and positional arguments
+// are refused. A mistake prints no flag list: help is `tailcause help
+// <command>`, on stdout.
 func parseArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the error is returned, not printed twice
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.PrintDefaults()
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v (see tailcause help %s)", errUsage, err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %q (see tailcause help %s)", errUsage, fs.Args(), fs.Name())
 	}
-	return nil
-}
-
-func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: tailcause <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
-	}
+	return checkFlags(fs)
 }
 
 func run(ctx context.Context, e *env, args []string) int {
 	cmds := commands()
-	if len(args) < 1 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(e.stderr, cmds)
-		if len(args) < 1 {
+	if len(args) < 1 {
+		topUsage(e.stderr, cmds)
+		return 2
+	}
+	switch a := args[0]; {
+	case isHelpArg(a) || a == "help" && len(args) == 1:
+		topUsage(e.stdout, cmds)
+		return 0
+	case a == "--version" || a == "-version" || a == "-v":
+		fmt.Fprintln(e.stdout, versionString())
+		return 0
+	case a == "help":
+		c, ok := cmds[args[1]]
+		if !ok || len(args) > 2 {
+			fmt.Fprintf(e.stderr, "tailcause help: unknown command %q\n", strings.Join(args[1:], " "))
+			topUsage(e.stderr, cmds)
 			return 2
 		}
+		writeHelp(ctx, e.stdout, args[1], c)
 		return 0
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(e.stderr, "tailcause: unknown command %q\n", args[0])
-		usage(e.stderr, cmds)
+		topUsage(e.stderr, cmds)
 		return 2
+	}
+	if slices.ContainsFunc(args[1:], isHelpArg) {
+		writeHelp(ctx, e.stdout, args[0], c)
+		return 0
 	}
 	if err := c.run(ctx, e, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

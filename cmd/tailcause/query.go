@@ -26,7 +26,8 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	sf.register(fs, e)
 	cfg := query.DefaultConfig()
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
-	fs.StringVar(&cfg.Token, "token", e.getenv("TAILCAUSE_QUERY_TOKEN"), "bearer token of the API (env TAILCAUSE_QUERY_TOKEN; at least 16 bytes)")
+	fs.StringVar(&cfg.Token, "token", "", "bearer token of the API, at least 16 bytes (default env TAILCAUSE_QUERY_TOKEN; prefer the env: flags show in ps)")
+	envToken := e.getenv("TAILCAUSE_QUERY_TOKEN") // never a flag default: defaults are printed
 	fs.BoolVar(&cfg.AllowNoAuth, "no-auth", false, "serve without authentication (local demos only)")
 	fs.StringVar(&cfg.BaseURL, "base-url", e.getenv("TAILCAUSE_QUERY_BASE_URL"), "external URL of this server, for report links in alerts (env TAILCAUSE_QUERY_BASE_URL)")
 	fs.DurationVar(&cfg.MaxRange, "max-range", cfg.MaxRange, "longest time range of request-level queries")
@@ -36,6 +37,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
+	cfg.Token = orDefault(cfg.Token, envToken)
 	if cfg.BaseURL == "" && *listen != "" {
 		if host, port, err := net.SplitHostPort(*listen); err == nil {
 			if host == "" || host == "0.0.0.0" || host == "::" {

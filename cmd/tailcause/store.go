@@ -89,6 +89,9 @@ func (t *ttlFlag) Set(v string) error {
 
 // open connects and migrates, retrying while the server is not up yet.
 func (s *storeFlags) open(ctx context.Context, e *env, migrate bool) (*chstore.Store, error) {
+	if err := s.config().Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err) // waiting will not fix the flags
+	}
 	var last error
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

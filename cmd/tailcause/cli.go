@@ -1,0 +1,312 @@
+package main
+
+// The command line's manners, shared by every subcommand: help on stdout
+// (synopsis, description, flags, examples, environment), --version, and the
+// checks that run on the parsed flags before a subcommand connects anywhere.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// helpDoc is what `tailcause help <cmd>` says besides the flags.
+type helpDoc struct {
+	synopsis []string // after "tailcause "
+	about    string
+	examples []string
+}
+
+// helpDocs documents every subcommand (TestHelp checks that each has one).
+var helpDocs = map[string]helpDoc{
+	"ingest": {
+		synopsis: []string{"ingest [--kafka brokers] [--grpc-addr :4317] [--http-addr :4318] [flags]"},
+		about: "Receive OTLP over gRPC and HTTP (protobuf or JSON, gzip) and write it to Kafka exactly as the Collector's kafka " +
+			"exporter does; a request is acknowledged only after Kafka acknowledged every record (acks=all). " +
+			"Clients authenticate with a bearer token (TAILCAUSE_INGEST_TOKEN).",
+		examples: []string{"TAILCAUSE_INGEST_TOKEN=$(cat /run/secrets/ingest-token) tailcause ingest --kafka kafka-0:9092,kafka-1:9092"},
+	},
+	"enrich": {
+		synopsis: []string{"enrich [--kafka brokers] [--clickhouse host:port] [--database db] [flags]"},
+		about: "Consume the OTLP topics, join every request with the engine, KV-cache and GPU state it ran under, and write " +
+			"requests, token stalls and samples to ClickHouse; offsets are committed only after ClickHouse acknowledged. " +
+			"Undecodable records, rows ClickHouse refuses and events outside the accepted event time go to the " +
+			"dead-letter topic and rejected_input.",
+		examples: []string{
+			"tailcause enrich --kafka kafka-0:9092 --clickhouse clickhouse:9000",
+			"tailcause enrich --ttl 0 --max-event-age 0 --group replay-2026-11   # replay old topics into a database without TTL",
+		},
+	},
+	"all": {
+		synopsis: []string{"all [--embedded-kafka | --kafka brokers] [--clickhouse host:port] [flags]"},
+		about:    "ingest and enrich in one process; with --embedded-kafka on an in-process broker.",
+		examples: []string{"TAILCAUSE_INGEST_TOKEN=dev-token-0123456789 tailcause all --embedded-kafka --clickhouse 127.0.0.1:9000"},
+	},
+	"migrate": {
+		synopsis: []string{"migrate [--clickhouse host:port] [--database db] [--ttl 30d]", "migrate --print [--ttl 30d]"},
+		about:    "Apply the embedded ClickHouse migrations (every role also does at start-up), or print their DDL.",
+		examples: []string{"tailcause migrate --clickhouse clickhouse:9000 --ttl 90d", "tailcause migrate --print --ttl 0"},
+	},
+	"topics": {
+		synopsis: []string{"topics [--kafka brokers] [--replication n] [--check]"},
+		about:    "Create the Kafka topics of schemas/kafka/topics.json, or with --check validate them (partitions, replication).",
+		examples: []string{"tailcause topics --kafka kafka-0:9092 --replication 3", "tailcause topics --check"},
+	},
+	"sim": {
+		synopsis: []string{"sim [--scenario name|file.json] [--seed n] [--duration d] (--out file | --otlp-grpc host:port | --otlp-http url | --kafka brokers)", "sim --list"},
+		about:    "The fault lab: simulate an LLM-serving fleet with injected faults and emit its telemetry in real formats, with the ground truth.",
+		examples: []string{"tailcause sim --list", "tailcause sim --scenario thermal_throttle --duration 30m --kafka 127.0.0.1:9092 --start now"},
+	},
+	"rank": {
+		synopsis: []string{"rank --from RFC3339 --to RFC3339 [--scope k=v[,k=v]] [--format json|table] [flags]"},
+		about: "Rank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and " +
+			"every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, " +
+			"when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way).",
+		examples: []string{
+			"tailcause rank --from 2026-11-30T09:00:00Z --to 2026-11-30T10:00:00Z",
+			"tailcause rank --from 2026-11-30T09:00:00Z --to 2026-11-30T10:00:00Z --scope model=llama-3-8b --slo-ms 4000 --format table",
+		},
+	},
+	"causal": {
+		synopsis: []string{"causal [--scope k=v | --scope-by model] [--interval 1m] [--window 10m] [--once] [flags]"},
+		about:    "Watch the tail latency of each scope; open, update and resolve incidents with ranked culprits in ClickHouse.",
+		examples: []string{"tailcause causal --clickhouse clickhouse:9000", "tailcause causal --scope model=llama-3-8b --slo-ms 4000 --once"},
+	},
+	"query": {
+		synopsis: []string{"query [--listen 127.0.0.1:8080] [--webhooks file.json] [flags]"},
+		about: "Serve the HTTP API (schemas/openapi.json), incident report pages and, with --webhooks, the alert webhooks " +
+			"from the durable outbox. The API wants a bearer token (TAILCAUSE_QUERY_TOKEN); webhook secrets are read from " +
+			"the environment variables the webhooks config names.",
+		examples: []string{"TAILCAUSE_QUERY_TOKEN=$(cat /run/secrets/query-token) tailcause query --listen :8080 --webhooks /etc/tailcause/webhooks.json"},
+	},
+	"demo": {
+		synopsis: []string{"demo [--scenario name] [--hold] [flags]"},
+		about:    "The whole story in one command: the fault lab through an in-process Kafka, the enricher and ClickHouse, the ranked incident, the signed webhook, the report page.",
+		examples: []string{"tailcause demo", "tailcause demo --scenario thermal_throttle --hold"},
+	},
+	"eval": {
+		synopsis: []string{"eval [--set tune|holdout] [--runs n | --seeds 1,2,3] [--parallel n] [--json file] [flags]"},
+		about:    "Score the culprit ranking on randomized fault-lab fleets run through Kafka, enrich and ClickHouse, asked fleet-wide; tables on stdout, one progress line per run on stderr.",
+		examples: []string{"tailcause eval --runs 5", "tailcause eval --set holdout --runs 20 --parallel 3 --json holdout.json"},
+	},
+	"version": {
+		synopsis: []string{"version", "--version"},
+		about:    "Print the version.",
+		examples: []string{"tailcause --version"},
+	},
+}
+
+// envDocs describes the environment variables the subcommands read; the
+// help of a command lists those it reads.
+var envDocs = map[string]string{
+	"TAILCAUSE_CLICKHOUSE":          "ClickHouse native-protocol address, host:port (--clickhouse)",
+	"TAILCAUSE_DATABASE":            "ClickHouse database (--database)",
+	"TAILCAUSE_CLICKHOUSE_USER":     "ClickHouse user (--clickhouse-user)",
+	"TAILCAUSE_CLICKHOUSE_PASSWORD": "ClickHouse password (no flag: flags show in ps)",
+	"TAILCAUSE_KAFKA":               "Kafka bootstrap brokers, comma-separated (--kafka)",
+	"TAILCAUSE_METRICS_ADDR":        "listen address of /metrics, /healthz, /readyz (--metrics-addr)",
+	"TAILCAUSE_INGEST_TOKEN":        "bearer token OTLP clients must send (--token)",
+	"TAILCAUSE_QUERY_TOKEN":         "bearer token of the HTTP API, at least 16 bytes (--token)",
+	"TAILCAUSE_QUERY_BASE_URL":      "external URL of the query server, for report links in alerts (--base-url)",
+}
+
+// versionString is the version with the toolchain and, when the binary
+// carries it, the commit.
+func versionString() string {
+	s := "tailcause " + version + " (" + runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range bi.Settings {
+			if kv.Key == "vcs.revision" && len(kv.Value) >= 12 {
+				s += ", commit " + kv.Value[:12]
+			}
+		}
+	}
+	return s + ")"
+}
+
+// topUsage is the overview of `tailcause help`.
+func topUsage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: tailcause <command> [flags]\n       tailcause help <command>\n       tailcause --version\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun `tailcause help <command>` for a command's flags, examples and environment variables.")
+}
+
+// writeHelp prints a subcommand's help: synopsis, description, flags (by
+// running the command with -h under an empty environment, so that no
+// default taken from the environment — a token — is ever shown), examples
+// and the environment variables it reads.
+func writeHelp(ctx context.Context, w io.Writer, name string, c command) {
+	var flags bytes.Buffer
+	read := map[string]bool{}
+	he := &env{
+		stdout: io.Discard, stderr: &flags, log: slog.New(slog.DiscardHandler),
+		getenv: func(k string) string { read[k] = true; return "" },
+	}
+	_ = c.run(ctx, he, []string{"-h"})
+	doc := helpDocs[name]
+	fmt.Fprintln(w, "Usage:")
+	for _, s := range doc.synopsis {
+		fmt.Fprintln(w, "  tailcause "+s)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, wrap(doc.about, 100))
+	if flags.Len() > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		w.Write(flags.Bytes())
+	}
+	if len(doc.examples) > 0 {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, ex := range doc.examples {
+			fmt.Fprintln(w, "  "+ex)
+		}
+	}
+	vars := make([]string, 0, len(read))
+	for k := range read {
+		vars = append(vars, k)
+	}
+	slices.Sort(vars)
+	fmt.Fprintln(w, "\nEnvironment:")
+	if len(vars) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, k := range vars {
+		fmt.Fprintf(w, "  %-30s %s\n", k, envDocs[k])
+	}
+}
+
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(s) {
+		if n > 0 && n+1+len(word) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if n > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
+
+func isHelpArg(a string) bool { return a == "-h" || a == "--h" || a == "-help" || a == "--help" }
+
+// checkFlags validates the flags that mean the same in every subcommand
+// that has them, right after parsing and before anything connects: a
+// ClickHouse address needs a port, Kafka brokers and listen addresses are
+// host:port, no duration is negative, a quantile lies in (0, 1), an SLO
+// threshold is finite and not negative, and a window (--from/--to, its
+// --baseline-from/--baseline-to) is RFC 3339 and not reversed. Each error
+// names the flag and the value.
+func checkFlags(fs *flag.FlagSet) error {
+	var errs []error
+	get := func(name string) (string, bool) {
+		f := fs.Lookup(name)
+		if f == nil {
+			return "", false
+		}
+		return f.Value.String(), true
+	}
+	if v, ok := get("clickhouse"); ok {
+		if err := checkHostPort(v, false); err != nil {
+			errs = append(errs, fmt.Errorf("--clickhouse %q: %v", v, err))
+		}
+	}
+	if v, ok := get("kafka"); ok && strings.TrimSpace(v) != "" {
+		for _, b := range splitList(v) {
+			if err := checkHostPort(b, false); err != nil {
+				errs = append(errs, fmt.Errorf("--kafka %q: broker %q: %v", v, b, err))
+			}
+		}
+	}
+	for _, name := range []string{"listen", "grpc-addr", "http-addr", "metrics-addr", "otlp-grpc"} {
+		if v, ok := get(name); ok && v != "" {
+			if err := checkHostPort(v, true); err != nil {
+				errs = append(errs, fmt.Errorf("--%s %q: %v", name, v, err))
+			}
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if d, ok := g.Get().(time.Duration); ok && d < 0 {
+				errs = append(errs, fmt.Errorf("--%s %s: must not be negative", f.Name, d))
+			}
+		}
+	})
+	if v, ok := get("quantile"); ok {
+		if q, err := strconv.ParseFloat(v, 64); err != nil || !(q > 0 && q < 1) {
+			errs = append(errs, fmt.Errorf("--quantile %s: want a quantile strictly between 0 and 1, e.g. 0.99", v))
+		}
+	}
+	if v, ok := get("slo-ms"); ok {
+		if ms, err := strconv.ParseFloat(v, 64); err != nil || ms < 0 || math.IsInf(ms, 0) || math.IsNaN(ms) {
+			errs = append(errs, fmt.Errorf("--slo-ms %s: want a finite threshold >= 0 (0: none)", v))
+		}
+	}
+	errs = append(errs, checkWindow(get, "from", "to"), checkWindow(get, "baseline-from", "baseline-to"))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// checkWindow checks a pair of RFC 3339 flags: each parses, and the end is
+// after the start. Missing or empty flags are the subcommand's business.
+func checkWindow(get func(string) (string, bool), from, to string) error {
+	fv, okf := get(from)
+	tv, okt := get(to)
+	var errs []error
+	var ft, tt time.Time
+	var err error
+	if okf && fv != "" {
+		if ft, err = time.Parse(time.RFC3339Nano, fv); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T09:00:00Z)", from, fv))
+		}
+	}
+	if okt && tv != "" {
+		if tt, err = time.Parse(time.RFC3339Nano, tv); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T09:00:00Z)", to, tv))
+		}
+	}
+	if len(errs) == 0 && !ft.IsZero() && !tt.IsZero() && !tt.After(ft) {
+		errs = append(errs, fmt.Errorf("--%s %s is not after --%s %s: the window is empty or reversed", to, tv, from, fv))
+	}
+	return errors.Join(errs...)
+}
+
+// checkHostPort accepts host:port with a numeric port (0–65535); an empty
+// host only for a listen address.
+func checkHostPort(v string, listen bool) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" && !listen {
+		return errors.New("want host:port (no host)")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && !listen) {
+		return fmt.Errorf("port %q: want a number from 1 to 65535", port)
+	}
+	return nil
+}
