@@ -23,9 +23,16 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWireBytes bounds an HTTP request body as received (compressed).
 	MaxWireBytes int64
-	// MaxInFlight bounds the requests being handled at once; more are
-	// rejected with 429 / ResourceExhausted.
+	// MaxInFlight bounds the requests being handled at once (and the gRPC
+	// streams of one connection); more are rejected with 429 /
+	// ResourceExhausted.
 	MaxInFlight int
+	// MaxDecodeBytes bounds the request bytes (after decompression) being
+	// decoded and exported at once, across both transports: an HTTP body
+	// reserves its size once read, a gRPC message MaxBodyBytes when its
+	// stream is admitted (its size is not known before it is read). Past it,
+	// 429 / ResourceExhausted. It must be at least MaxBodyBytes.
+	MaxDecodeBytes int64
 	// WriteTimeout bounds how long one request waits for Kafka's
 	// acknowledgement. Keep it below the clients' export timeout (the
 	// Collector's default is 5 s) so they see 503, not their own timeout.
@@ -52,6 +59,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:    16 << 20,
 		MaxWireBytes:    16 << 20,
 		MaxInFlight:     64,
+		MaxDecodeBytes:  256 << 20,
 		WriteTimeout:    4 * time.Second,
 		RetryAfter:      2 * time.Second,
 		ReadTimeout:     30 * time.Second,
@@ -78,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWireBytes < 1024 || c.MaxWireBytes > maxBodyLimit {
 		errs = append(errs, fmt.Errorf("max wire bytes %d: must be within [1 KiB, 1 GiB]", c.MaxWireBytes))
+	}
+	if c.MaxDecodeBytes < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("max decode bytes %d: must be at least max body bytes %d", c.MaxDecodeBytes, c.MaxBodyBytes))
 	}
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("max in flight %d: must be at least 1", c.MaxInFlight))

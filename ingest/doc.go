@@ -14,9 +14,14 @@
 //     data is not retryable (400/413/415, InvalidArgument); overload and
 //     Kafka outages are (429/503 with Retry-After, ResourceExhausted and
 //     Unavailable with a RetryInfo detail).
+//   - With a token set, a request without it is refused before any of its
+//     body is read: over HTTP before the body, over gRPC in the tap, when
+//     the stream's headers arrive (grpc-go decodes a message before any
+//     handler or interceptor runs).
 //   - Everything is bounded: request bodies before and after decompression,
-//     concurrent requests (a semaphore: over it, 429), and the time a request
-//     waits for Kafka.
+//     concurrent requests (a semaphore: over it, 429) and gRPC streams per
+//     connection, the bytes being decoded at once (Config.MaxDecodeBytes),
+//     and the time a request waits for Kafka.
 //
 // The Kafka side is the Producer interface, satisfied by
 // internal/kafkax.Producer and by the in-memory kafkaxtest.Producer.

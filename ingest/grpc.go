@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	// Registers the gzip compressor with gRPC: the Collector's otlp exporter
@@ -25,9 +25,17 @@ import (
 )
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	// MaxRecvMsgSize bounds the message after decompression too: grpc-go
-	// stops inflating at the limit, which is the gzip-bomb guard here.
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+	srv := grpc.NewServer(
+		// MaxRecvMsgSize bounds the message after decompression too:
+		// grpc-go stops inflating at the limit (the gzip-bomb guard).
+		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
+		// The tap runs when a stream's headers arrive, before one byte of
+		// its message is read: the token, the in-flight slot and the decode
+		// budget are checked there (grpc-go reads, inflates and unmarshals
+		// a unary message before any interceptor or handler runs).
+		grpc.InTapHandle(s.grpcTap),
+		grpc.MaxConcurrentStreams(uint32(s.cfg.MaxInFlight)),
+	)
 	ptraceotlp.RegisterGRPCServer(srv, &traceService{s: s})
 	pmetricotlp.RegisterGRPCServer(srv, &metricService{s: s})
 	plogotlp.RegisterGRPCServer(srv, &logService{s: s})
@@ -79,26 +87,53 @@ func (l *logService) Export(ctx context.Context, req plogotlp.ExportRequest) (pl
 	return plogotlp.NewExportResponse(), err
 }
 
-// grpcExport is the gRPC side of every signal: auth, admission, export.
-func (s *Server) grpcExport(ctx context.Context, sig signal, items, size int, encode encodeFunc) error {
-	start := time.Now()
+// grpcMethods are the OTLP export methods and their signals.
+var grpcMethods = map[string]signal{
+	"/opentelemetry.proto.collector.trace.v1.TraceService/Export":     signalTraces,
+	"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export": signalMetrics,
+	"/opentelemetry.proto.collector.logs.v1.LogsService/Export":       signalLogs,
+}
+
+// grpcTap admits a gRPC stream before its message is read: the bearer token
+// of its metadata, then an in-flight slot and MaxBodyBytes of the decode
+// budget (the message's size is not known yet), held until the stream ends.
+// A stream of another method takes nothing: grpc-go answers Unimplemented
+// without reading it. It runs on the transport's reader, so it never
+// blocks.
+func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	sig, ok := grpcMethods[info.FullMethodName]
+	if !ok {
+		return ctx, nil
+	}
 	s.m.requests[transportGRPC][sig].Inc()
-	defer func() { s.m.duration[transportGRPC][sig].Observe(time.Since(start).Seconds()) }()
 	rej := func() *rejection {
 		if s.tokenHash != nil {
-			md, _ := metadata.FromIncomingContext(ctx)
-			vals := md.Get("authorization")
+			vals := info.Header.Get("authorization")
 			if len(vals) != 1 || !s.authorized(vals[0]) {
 				return reject(reasonUnauthenticated, "missing or invalid bearer token in authorization metadata", nil)
 			}
 		}
-		release, rej := s.admit()
+		release, rej := s.admit(s.cfg.MaxBodyBytes)
 		if rej != nil {
 			return rej
 		}
-		defer release()
-		return s.export(ctx, transportGRPC, sig, items, encode)
+		// The stream's context ends with the stream, however it ends.
+		context.AfterFunc(ctx, release)
+		return nil
 	}()
+	if rej != nil {
+		s.m.rejected.WithLabelValues(transportGRPC.String(), sig.String(), string(rej.reason)).Inc()
+		s.log.Debug("otlp/grpc request rejected", "signal", sig.String(), "reason", string(rej.reason), "err", rej)
+		return nil, s.grpcStatus(rej)
+	}
+	return ctx, nil
+}
+
+// grpcExport is the gRPC side of every signal once the tap admitted it.
+func (s *Server) grpcExport(ctx context.Context, sig signal, items, size int, encode encodeFunc) error {
+	start := time.Now()
+	defer func() { s.m.duration[transportGRPC][sig].Observe(time.Since(start).Seconds()) }()
+	rej := s.export(ctx, transportGRPC, sig, items, encode)
 	if rej != nil {
 		s.m.rejected.WithLabelValues(transportGRPC.String(), sig.String(), string(rej.reason)).Inc()
 		s.log.Debug("otlp/grpc request rejected", "signal", sig.String(), "reason", string(rej.reason), "err", rej)

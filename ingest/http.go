@@ -95,7 +95,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sig signal, e
 	if rej != nil {
 		return rej
 	}
-	release, rej := s.admit()
+	release, rej := s.admit(0)
 	if rej != nil {
 		return rej
 	}
@@ -111,6 +111,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sig signal, e
 		return rej
 	}
 	body := bb.Bytes()
+	// The body's size is known now: reserve it of the decode budget (a
+	// gRPC message reserves MaxBodyBytes, its size unknown when admitted).
+	unbudget, rej := s.budget(int64(len(body)))
+	if rej != nil {
+		return rej
+	}
+	defer unbudget()
 	var items int
 	var encode encodeFunc
 	switch sig {

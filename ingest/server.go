@@ -43,6 +43,7 @@ type Server struct {
 
 	tokenHash  *[sha256.Size]byte // nil: no auth
 	sem        chan struct{}      // in-flight slots
+	decoding   atomic.Int64       // bytes of the decode budget reserved
 	encoders   sync.Pool          // *otlpkafka.Encoder
 	buffers    sync.Pool          // *batchBuf
 	bodies     sync.Pool          // *bytes.Buffer, HTTP request bodies
@@ -288,9 +289,9 @@ func (s *Server) authorized(header string) bool {
 	return subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
 }
 
-// admit takes an in-flight slot, or reports overload. release must be
-// called when the request is done.
-func (s *Server) admit() (release func(), rej *rejection) {
+// admit takes an in-flight slot and decodeBytes of the decode budget, or
+// reports overload. release must be called once, when the request is done.
+func (s *Server) admit(decodeBytes int64) (release func(), rej *rejection) {
 	if s.draining.Load() {
 		return nil, reject(reasonShuttingDown, "server is shutting down", nil)
 	}
@@ -299,9 +300,29 @@ func (s *Server) admit() (release func(), rej *rejection) {
 	default:
 		return nil, reject(reasonOverloaded, fmt.Sprintf("too many requests in flight (limit %d)", cap(s.sem)), nil)
 	}
-	s.m.inflight.Inc()
-	return func() {
-		s.m.inflight.Dec()
+	unbudget, rej := s.budget(decodeBytes)
+	if rej != nil {
 		<-s.sem
+		return nil, rej
+	}
+	s.m.inflight.Inc()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.m.inflight.Dec()
+			unbudget()
+			<-s.sem
+		})
 	}, nil
+}
+
+// budget reserves n bytes of the decode budget (Config.MaxDecodeBytes), or
+// reports overload. release gives them back.
+func (s *Server) budget(n int64) (release func(), rej *rejection) {
+	if s.decoding.Add(n) > s.cfg.MaxDecodeBytes {
+		s.decoding.Add(-n)
+		return nil, reject(reasonOverloaded, fmt.Sprintf("too many request bytes being decoded (limit %d)", s.cfg.MaxDecodeBytes), nil)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.decoding.Add(-n) }) }, nil
 }

@@ -134,6 +134,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
 	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
 	token := fs.String("token", "", "bearer token required by ingest (default env TAILCAUSE_INGEST_TOKEN; prefer the env: flags show in ps)")
+	noAuth := fs.Bool("insecure-no-auth", false, "accept OTLP without a bearer token (no token may be set then): for a trusted network only")
 	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
 	var of obsFlags
 	of.register(fs, e)
@@ -146,7 +147,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	if *embedded {
 		check.Brokers = []string{"embedded:0"} // chosen at start
 	}
-	if err := check.Validate(); err != nil {
+	if err := errors.Join(check.Validate(), checkIngestAuth(*token, *noAuth)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	st, err := sf.open(ctx, e, true)

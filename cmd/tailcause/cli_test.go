@@ -123,6 +123,9 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"sim", "--duration", "-1h"}, "--duration -1h0m0s: must not be negative"},
 		{[]string{"all", "--embedded-kafka", "--idle-flush", "0s"}, "idle flush"},
 		{[]string{"version", "extra"}, "unexpected arguments"},
+		{[]string{"ingest"}, "no bearer token: set TAILCAUSE_INGEST_TOKEN (or --token), or pass --insecure-no-auth"},
+		{[]string{"all", "--embedded-kafka"}, "no bearer token"},
+		{[]string{"ingest", "--insecure-no-auth", "--token", "t0ken-0123456789"}, "--insecure-no-auth with a bearer token set"},
 	} {
 		code, _, errs, took := runEnv(t, unreachable, 5*time.Second, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) || took > time.Second || strings.Contains(errs, "waiting for ClickHouse") {

@@ -21,7 +21,8 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	brokers := fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), strings.Join(pcfg.Brokers, ",")), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "OTLP/gRPC listen address (empty: off)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "OTLP/HTTP listen address (empty: off)")
-	token := fs.String("token", "", "bearer token clients must send (default env TAILCAUSE_INGEST_TOKEN; empty: no auth). Prefer the env: flags show in ps")
+	token := fs.String("token", "", "bearer token clients must send (default env TAILCAUSE_INGEST_TOKEN). Prefer the env: flags show in ps")
+	noAuth := fs.Bool("insecure-no-auth", false, "accept OTLP without a bearer token (no token may be set then): for a trusted network only")
 	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", cfg.MaxBodyBytes, "largest request body in bytes, after decompression")
 	fs.Int64Var(&cfg.MaxWireBytes, "max-wire-body", cfg.MaxWireBytes, "largest request body in bytes as sent (compressed)")
@@ -39,7 +40,7 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	pcfg.Brokers = splitList(*brokers)
 	// Every record must fit one produce batch.
 	pcfg.BatchBytes = max(pcfg.BatchBytes, int64(cfg.Encoding.MaxMessageBytes)+64<<10)
-	if err := errors.Join(cfg.Validate(), pcfg.Validate()); err != nil {
+	if err := errors.Join(cfg.Validate(), pcfg.Validate(), checkIngestAuth(cfg.Token, *noAuth)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
@@ -62,6 +63,19 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	e.log.Info("ingest starting", "kafka", pcfg.Brokers, "grpc", cfg.GRPCAddr, "http", cfg.HTTPAddr, "metrics", of.addr)
 	if err := srv.Run(ctx); err != nil {
 		return fmt.Errorf("run ingest: %w", err)
+	}
+	return nil
+}
+
+// checkIngestAuth refuses to serve OTLP without a bearer token unless
+// --insecure-no-auth says so (and then no token may be set: one of the two
+// is a mistake).
+func checkIngestAuth(token string, noAuth bool) error {
+	switch {
+	case token == "" && !noAuth:
+		return errors.New("no bearer token: set TAILCAUSE_INGEST_TOKEN (or --token), or pass --insecure-no-auth to accept unauthenticated OTLP")
+	case token != "" && noAuth:
+		return errors.New("--insecure-no-auth with a bearer token set: drop one")
 	}
 	return nil
 }

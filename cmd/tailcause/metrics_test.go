@@ -48,7 +48,7 @@ func TestAllServesMetricsAndReadiness(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, e, []string{"all", "--embedded-kafka", "--clickhouse", chAddr, "--database", db, "--ttl", "0", // the fixture is dated 2026-11-01
+		done <- run(ctx, e, []string{"all", "--embedded-kafka", "--clickhouse", chAddr, "--database", db, "--ttl", "0", "--insecure-no-auth", // the fixture is dated 2026-11-01
 			"--grpc-addr", freePort(t), "--http-addr", httpAddr, "--metrics-addr", metricsAddr, "--idle-flush", "1s", "--batch-wait", "200ms"})
 	}()
 	defer func() {
