@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal"
 )
 
 // helpDoc is what `tailcause help <cmd>` says besides the flags.
@@ -216,7 +218,8 @@ func isHelpArg(a string) bool { return a == "-h" || a == "--h" || a == "-help" |
 // that has them, right after parsing and before anything connects: a
 // ClickHouse address needs a port, Kafka brokers and listen addresses are
 // host:port, no duration is negative, a quantile lies in (0, 1), an SLO
-// threshold is finite and not negative, and a window (--from/--to, its
+// threshold is finite and not negative, an SLO signal is an outcome of the
+// default DAG, a scope column is one causal knows, and a window (--from/--to, its
 // --baseline-from/--baseline-to) is RFC 3339 and not reversed. Each error
 // names the flag and the value.
 func checkFlags(fs *flag.FlagSet) error {
@@ -263,6 +266,16 @@ func checkFlags(fs *flag.FlagSet) error {
 		if ms, err := strconv.ParseFloat(v, 64); err != nil || ms < 0 || math.IsInf(ms, 0) || math.IsNaN(ms) {
 			errs = append(errs, fmt.Errorf("--slo-ms %s: want a finite threshold >= 0 (0: none)", v))
 		}
+	}
+	if v, ok := get("signal"); ok {
+		if g, err := causal.DefaultDAG(); err == nil {
+			if _, ok := g.Outcome(v); !ok {
+				errs = append(errs, fmt.Errorf("--signal %q: want e2e_latency, ttft or tpot (an outcome of the DAG)", v))
+			}
+		}
+	}
+	if v, ok := get("scope-by"); ok && !slices.Contains(causal.ScopeColumns(), v) {
+		errs = append(errs, fmt.Errorf("--scope-by %q: want one of %s", v, strings.Join(causal.ScopeColumns(), ", ")))
 	}
 	errs = append(errs, checkWindow(get, "from", "to"), checkWindow(get, "baseline-from", "baseline-to"))
 	if err := errors.Join(errs...); err != nil {

@@ -99,6 +99,8 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"causal", "--once", "--quantile", "7"}, "--quantile 7"},
 		{[]string{"causal", "--once", "--slo-ms", "-5"}, "--slo-ms -5"},
 		{[]string{"causal", "--interval", "-1m"}, "--interval -1m0s: must not be negative"},
+		{rank("--signal", "latency"), `--signal "latency": want e2e_latency, ttft or tpot`},
+		{[]string{"causal", "--scope-by", "modle"}, `--scope-by "modle": want one of`},
 		{rank("--clickhouse", "localhost"), `--clickhouse "localhost": want host:port`},
 		{rank("--clickhouse", "localhost:ninety"), `port "ninety"`},
 		{[]string{"causal", "--clickhouse", "localhost"}, `--clickhouse "localhost"`},
