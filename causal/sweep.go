@@ -202,9 +202,18 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			}
 			res.Queries += an.Queries
 			res.QueryTime += an.QueryTime
-			if an.Incident.Status == StatusFiring {
-				res.Breaches = append(res.Breaches, an)
+			if an.Incident.Status != StatusFiring {
+				continue
 			}
+			if cs := an.Incident.Culprits; len(cs) == 0 || !overlapsEntity(cs[0].Entity, w.Entity) {
+				// Nothing measured or tested on the entity explains its
+				// tail: not confirmed (a fault-free holdout run fired
+				// with no culprit at all).
+				res.Notes = append(res.Notes, fmt.Sprintf("%s %s looked worse than its peers (p %.2g in %s) but no culprit acts on it: not reported",
+					w.Level, EntityString(w.Entity), w.StretchPValue, ScopeString(s.sc)))
+				continue
+			}
+			res.Breaches = append(res.Breaches, an)
 		}
 	}
 	sort.SliceStable(res.Breaches, func(i, j int) bool { return severity(res.Breaches[i]) > severity(res.Breaches[j]) })
@@ -600,12 +609,19 @@ func scanOnce(set []*screened) {
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
 				// breach).
-				if len(peers) >= 2 && pn > 0 && changed(e, set, i, lo, ke/ne/((pk+0.5)/(pn+1))) {
+				if before, ok := ratioBefore(e, set, i, lo); len(peers) >= 2 && pn > 0 && ok {
+					// The yardstick is the peers' rate there times the
+					// entity's own ratio to them before (at least 1): an
+					// entity that was always behind must fall further
+					// behind, significantly, to count.
 					prior := momentsPrior(peers, maxS)
 					rate := (pk + 0.5) / (pn + 1)
-					if ke/ne >= 3*rate {
-						if p := betaBinomialSF(ke, ne, prior.Alpha, prior.Beta); p < best {
-							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*prior.Mean()
+					f := math.Max(before, 1)
+					mu := math.Min(prior.Mean()*f, 0.5)
+					conc := prior.Alpha + prior.Beta
+					if ke/ne >= 3*rate && ke/ne >= 2*rate*before {
+						if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
+							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
 						}
 					}
 				}
@@ -784,12 +800,11 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 	return out, nil
 }
 
-// changed reports whether entity i of set is worse against its peers in a
-// stretch starting at bucket lo (ratio: its tail rate over theirs there)
-// than it was before: at least twice its ratio over the earlier buckets and
-// the preceding baseline. Without 100 earlier requests nothing shows a
-// change, and the stretch is not judged.
-func changed(e *screened, set []*screened, i, lo int, ratio float64) bool {
+// ratioBefore is entity i's tail rate over its peers' before bucket lo
+// (the earlier buckets and the preceding baseline); ok is false without
+// 100 earlier requests: nothing then shows a change, and the stretch is
+// not judged against the peers.
+func ratioBefore(e *screened, set []*screened, i, lo int) (float64, bool) {
 	pn, pk := e.pre.n, e.pre.k
 	var qn, qk float64
 	for j, o := range set {
@@ -809,10 +824,9 @@ func changed(e *screened, set []*screened, i, lo int, ratio float64) bool {
 		}
 	}
 	if pn < 100 || qn == 0 {
-		return false
+		return 0, false
 	}
-	before := ((pk + 0.5) / (pn + 1)) / ((qk + 0.5) / (qn + 1))
-	return ratio >= 2*before
+	return ((pk + 0.5) / (pn + 1)) / ((qk + 0.5) / (qn + 1)), true
 }
 
 // bucketBounds is the time span of buckets [from, to] of e's window (equal
