@@ -96,6 +96,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{rank("--baseline-from", "2026-11-30T08:00:00Z", "--baseline-to", "2026-11-30T07:00:00Z"), "--baseline-to 2026-11-30T07:00:00Z is not after --baseline-from"},
 		{[]string{"rank", "--from", "yesterday", "--to", "2026-11-30T10:00:00Z"}, `--from "yesterday": want RFC 3339`},
 		{rank("--quantile", "7"), "--quantile 7: want a quantile strictly between 0 and 1"},
+		{rank("--baseline-from", "2026-11-30T09:30:00Z", "--baseline-to", "2026-11-30T10:30:00Z"), "overlap the window"},
 		{[]string{"causal", "--once", "--quantile", "7"}, "--quantile 7"},
 		{[]string{"causal", "--once", "--slo-ms", "-5"}, "--slo-ms -5"},
 		{[]string{"causal", "--interval", "-1m"}, "--interval -1m0s: must not be negative"},
