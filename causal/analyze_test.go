@@ -23,24 +23,9 @@ var synthStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 // analyzes req.
 func analyzeScenario(t *testing.T, s synthScenario, req Request) *Analysis {
 	t.Helper()
-	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if s.Start.IsZero() {
-		s.Start = synthStart
-	}
-	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Version = "test"
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	a, err := NewAnalyzer(StoreDB(st), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := synthAnalyzer(ctx, t, s)
 	t0 := time.Now()
 	an, err := a.Analyze(ctx, req)
 	if err != nil {
@@ -58,6 +43,29 @@ func analyzeScenario(t *testing.T, s synthScenario, req Request) *Analysis {
 		t.Errorf("invalid document: %v", err)
 	}
 	return an
+}
+
+// synthAnalyzer inserts the scenario's rows into a fresh database and
+// returns an Analyzer reading it (debug logs with -v).
+func synthAnalyzer(ctx context.Context, t *testing.T, s synthScenario) *Analyzer {
+	t.Helper()
+	st := chstoretest.Fresh(t)
+	if s.Start.IsZero() {
+		s.Start = synthStart
+	}
+	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Version = "test"
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := NewAnalyzer(StoreDB(st), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func window(from, to time.Duration) Interval {

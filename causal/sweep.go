@@ -609,7 +609,7 @@ func scanOnce(set []*screened) {
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
 				// breach).
-				if before, ok := ratioBefore(e, set, i, lo); len(peers) >= 2 && pn > 0 && ok {
+				if before, ok := ratioBefore(set, i, lo); len(peers) >= 2 && pn > 0 && ok {
 					// The yardstick is the peers' rate there times the
 					// entity's own ratio to them before (at least 1): an
 					// entity that was always behind must fall further
@@ -633,24 +633,8 @@ func scanOnce(set []*screened) {
 				if len(set) > 2 {
 					continue
 				}
-				pastN, pastK := e.pre.n, e.pre.k
-				var ppN, ppK float64 // peers over the same past
-				for j, o := range set {
-					if j != i {
-						ppN += o.pre.n
-						ppK += o.pre.k
-					}
-				}
-				for b := 0; b < lo; b++ {
-					pastN += e.buckets[b].n
-					pastK += e.buckets[b].k
-					for j, o := range set {
-						if j != i {
-							ppN += o.buckets[b].n
-							ppK += o.buckets[b].k
-						}
-					}
-				}
+				own, peersPast := past(set, i, lo)
+				pastN, pastK, ppN, ppK := own.n, own.k, peersPast.n, peersPast.k
 				if pastN < 100 {
 					continue
 				}
@@ -804,29 +788,29 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 // (the earlier buckets and the preceding baseline); ok is false without
 // 100 earlier requests: nothing then shows a change, and the stretch is
 // not judged against the peers.
-func ratioBefore(e *screened, set []*screened, i, lo int) (float64, bool) {
-	pn, pk := e.pre.n, e.pre.k
-	var qn, qk float64
-	for j, o := range set {
-		if j != i {
-			qn += o.pre.n
-			qk += o.pre.k
-		}
-	}
-	for b := 0; b < lo; b++ {
-		pn += e.buckets[b].n
-		pk += e.buckets[b].k
-		for j, o := range set {
-			if j != i {
-				qn += o.buckets[b].n
-				qk += o.buckets[b].k
-			}
-		}
-	}
-	if pn < 100 || qn == 0 {
+func ratioBefore(set []*screened, i, lo int) (float64, bool) {
+	own, peers := past(set, i, lo)
+	if own.n < 100 || peers.n == 0 {
 		return 0, false
 	}
-	return ((pk + 0.5) / (pn + 1)) / ((qk + 0.5) / (qn + 1)), true
+	return ((own.k + 0.5) / (own.n + 1)) / ((peers.k + 0.5) / (peers.n + 1)), true
+}
+
+// past sums entity i's counts, and its peers', before bucket lo: the
+// preceding baseline and the earlier buckets.
+func past(set []*screened, i, lo int) (own, peers bucketCounts) {
+	add := func(dst *bucketCounts, c bucketCounts) { dst.n, dst.k = dst.n+c.n, dst.k+c.k }
+	for j, o := range set {
+		dst := &peers
+		if j == i {
+			dst = &own
+		}
+		add(dst, o.pre)
+		for b := 0; b < lo; b++ {
+			add(dst, o.buckets[b])
+		}
+	}
+	return own, peers
 }
 
 // bucketBounds is the time span of buckets [from, to] of e's window (equal

@@ -14,21 +14,9 @@ import (
 // the fleet-wide question over req's window.
 func sweepScenario(t *testing.T, s synthScenario, req SweepRequest) *SweepResult {
 	t.Helper()
-	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if s.Start.IsZero() {
-		s.Start = synthStart
-	}
-	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Version = "test"
-	a, err := NewAnalyzer(StoreDB(st), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := synthAnalyzer(ctx, t, s)
 	res, err := a.Sweep(ctx, req)
 	if err != nil {
 		t.Fatal(err)

@@ -30,23 +30,12 @@ func (r *run) gpuInEngine(c *causeRun) error {
 	if best == nil || c.exp.wTailExp == 0 || best.exp[c.pidx].wTailExp < r.cfg.LocalizeShare*c.exp.wTailExp || dominant(best.gpus) != "" || best.pod == "" {
 		return nil
 	}
-	score := "toFloat64(" + sp.Expr + ")"
-	ivs := []Interval{r.win}
-	baseCond := "0"
-	if r.base != nil {
-		ivs = append(ivs, *r.base)
-		baseCond = sampleInterval(*r.base)
-	}
-	metrics := make([]string, len(sp.Metrics))
-	for i, m := range sp.Metrics {
-		metrics[i] = QuoteString(m)
-	}
-	winCond := sampleInterval(r.win)
+	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
 	q := fmt.Sprintf(`SELECT toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
 FROM %[4]s FINAL
 WHERE host = %[5]s AND pod = %[6]s AND metric IN (%[7]s) AND %[8]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s)
 GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteString(best.host), QuoteString(best.pod),
-		strings.Join(metrics, ", "), samplePrune(ivs...))
+		metrics, prune)
 	var gs []gpuScore
 	err := r.query("engine gpu samples", q, func(rows Rows) error {
 		var g gpuScore
@@ -88,6 +77,23 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteS
 	}
 	c.cand.Evidence = append(c.cand.Evidence, what)
 	return nil
+}
+
+// sampleSQL is what a gpu_samples query of a cause's samples needs: the
+// score, the window and baseline conditions ("0" without a baseline), the
+// quoted metric list and the partition pruning.
+func (r *run) sampleSQL(sp *SampleSpec) (score, winCond, baseCond, metrics, prune string) {
+	ivs := []Interval{r.win}
+	baseCond = "0"
+	if r.base != nil {
+		ivs = append(ivs, *r.base)
+		baseCond = sampleInterval(*r.base)
+	}
+	quoted := make([]string, len(sp.Metrics))
+	for i, m := range sp.Metrics {
+		quoted[i] = QuoteString(m)
+	}
+	return "toFloat64(" + sp.Expr + ")", sampleInterval(r.win), baseCond, strings.Join(quoted, ", "), samplePrune(ivs...)
 }
 
 // sampleInterval is the gpu_samples condition of iv (time_ns).
@@ -139,22 +145,11 @@ func (r *run) hostWideGPU(c *causeRun) error {
 	if host == "" {
 		return nil
 	}
-	score := "toFloat64(" + sp.Expr + ")"
-	ivs := []Interval{r.win}
-	baseCond := "0"
-	if r.base != nil {
-		ivs = append(ivs, *r.base)
-		baseCond = sampleInterval(*r.base)
-	}
-	metrics := make([]string, len(sp.Metrics))
-	for i, m := range sp.Metrics {
-		metrics[i] = QuoteString(m)
-	}
-	winCond := sampleInterval(r.win)
+	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
 	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
 FROM %[4]s FINAL
 WHERE metric IN (%[5]s) AND %[6]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s) AND gpu != ''
-GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, strings.Join(metrics, ", "), samplePrune(ivs...))
+GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune)
 	type hg struct {
 		host string
 		gpuScore
