@@ -1,19 +1,13 @@
 package enrich
 
 import (
-	"context"
-	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tailcause/tailcause/enrich/join"
 	"github.com/tailcause/tailcause/enrich/normalize"
-	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
-	"github.com/tailcause/tailcause/internal/otlpkafka"
-	"github.com/tailcause/tailcause/internal/testkit"
 )
 
 func loadBatches(b *testing.B, l otlpfixture.Load) (spans []normalize.Batch, samples []normalize.Sample) {
@@ -115,110 +109,58 @@ func BenchmarkJoinMemory(b *testing.B) {
 }
 
 // BenchmarkEndToEnd measures the sustained rate of the whole enrich path on
-// the real broker and ClickHouse — spans and metric points produced to
-// Kafka, joined, written — next to the raw clickhouse-go insert rate of the
-// same number of request rows measured in the same run (the ceiling).
+// the real broker and ClickHouse — a 16-host fleet's spans (one record per
+// trace) and metric points produced to Kafka, joined, written — next to the
+// raw clickhouse-go insert of the same request rows measured in the same
+// run (the ceiling; ratio = spans/s ÷ raw rows/s). See e2e_bench_test.go.
 func BenchmarkEndToEnd(b *testing.B) {
-	kafkaAddr := testkit.Kafka(b)
-	chAddr := testkit.ClickHouse(b)
-	const requests = 100000
-	l := otlpfixture.Load{Hosts: 16, Duration: 10 * time.Minute, Requests: requests, Seed: 3}
-	points := l.MetricPoints()
-	enc, err := otlpkafka.NewEncoder(otlpkafka.DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var spanRecs, metricRecs []kafkax.Record
-	for _, md := range l.Metrics() {
-		if metricRecs, _, err = enc.AppendMetrics(metricRecs, nil, md); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, td := range l.Traces(100) {
-		if spanRecs, _, err = enc.AppendTraces(spanRecs, nil, td); err != nil {
-			b.Fatal(err)
-		}
+	w := e2eWorkload{
+		load:           otlpfixture.Load{Hosts: 16, Duration: 10 * time.Minute, Requests: 100000, Seed: 3},
+		spansPerExport: 100, spanPartitions: 3, metricParts: 2,
 	}
 	for i := 0; i < b.N; i++ {
-		cfg := chstore.DefaultConfig()
-		// No TTL: the fault lab's rows are dated early 2026.
-		cfg.Addr, cfg.Database, cfg.TTL = chAddr, testkit.FreshDatabase(b, chAddr), 0
-		ctx := context.Background()
-		st, err := chstore.Open(ctx, cfg)
-		if err != nil {
-			b.Fatal(err)
+		r := runEndToEnd(b, w)
+		if !r.haveReq {
+			b.Fatal("no sustained window: the requests were written in one flush")
 		}
-		if _, err := st.Migrate(ctx, nil); err != nil {
-			b.Fatal(err)
+		raw := r.rawRate(requestsTable)
+		b.ReportMetric(r.requests.perSecond(), "spans/s")
+		b.ReportMetric(r.requests.perCore(), "spans/s/core")
+		b.ReportMetric(raw, "raw-insert-rows/s")
+		b.ReportMetric(r.requests.perSecond()/raw, "ratio")
+		b.ReportMetric(r.requests.cores("self"), "enrich-cores")
+		b.ReportMetric(r.requests.cores("clickhouse"), "clickhouse-cores")
+		b.ReportMetric(r.requests.cores("kafka"), "kafka-cores")
+		b.ReportMetric(r.rawCores("clickhouse", requestsTable), "raw-clickhouse-cores")
+		b.ReportMetric(r.total.Seconds(), "s-total")
+	}
+}
+
+// BenchmarkEndToEndMetrics is BenchmarkEndToEnd for the metric path: a
+// 1000-host fleet's engine and DCGM scrapes (one record per resource, as
+// partition_metrics_by_resource_attributes writes them) with a light span
+// stream, so that the broadcast readers decode every point too; points/s
+// are the gpu_samples and engine_samples rows written, next to the raw
+// insert of the same rows (ratio = points/s ÷ raw rows/s).
+func BenchmarkEndToEndMetrics(b *testing.B) {
+	w := e2eWorkload{
+		load:           otlpfixture.Load{Hosts: 1000, Duration: 5 * time.Minute, Requests: 5000, Seed: 4},
+		spansPerExport: 100, spanPartitions: 3, metricParts: 2,
+	}
+	for i := 0; i < b.N; i++ {
+		r := runEndToEnd(b, w)
+		if !r.haveSmp {
+			b.Fatal("no sustained window: the samples were written in one flush")
 		}
-		spans, metrics, dlq := testkit.FreshTopic(b, kafkaAddr, 3), testkit.FreshTopic(b, kafkaAddr, 2), testkit.FreshTopic(b, kafkaAddr, 1)
-		pc := kafkax.DefaultConfig()
-		pc.Brokers = []string{kafkaAddr}
-		prod, err := kafkax.NewProducer(pc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := prod.WriteRecords(ctx, metrics, metricRecs); err != nil {
-			b.Fatal(err)
-		}
-		if err := prod.WriteRecords(ctx, spans, spanRecs); err != nil {
-			b.Fatal(err)
-		}
-		prod.Close()
-		ecfg := DefaultConfig()
-		ecfg.Brokers = []string{kafkaAddr}
-		ecfg.SpansTopic, ecfg.MetricsTopic, ecfg.DeadLetterTopic = spans, metrics, dlq
-		ecfg.GroupID, ecfg.SamplesGroupID = "g-"+spans, "s-"+spans
-		ecfg.IdleFlush = time.Second
-		p, err := New(ecfg, st, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- p.Run(rctx) }()
-		// The clock starts at the first written row: consumer-group join
-		// and start-up are not throughput.
-		var first time.Time
-		var firstN int64
-		for p.C.Requests.Load() < requests || p.C.Samples.Load() < int64(points) {
-			if time.Since(start) > 10*time.Minute {
-				b.Fatalf("only %d requests after 10 minutes", p.C.Requests.Load())
-			}
-			if n := p.C.Requests.Load(); first.IsZero() && n > 0 {
-				first, firstN = time.Now(), n
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		pipeline := time.Since(first)
-		b.ReportMetric(time.Since(start).Seconds(), "s-total")
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-		// The ceiling: the same number of request rows through clickhouse-go
-		// alone, in the pipeline's batch size.
-		rows := make([][]any, 0, ecfg.BatchRows)
-		row := join.Row{UID: "x", Model: otlpfixture.Model}
-		now := time.Now()
-		t0 := time.Now()
-		for k := 0; k < requests; k++ {
-			row.UID = fmt.Sprintf("raw-%d", k)
-			rows = append(rows, requestValues(make([]any, 0, len(requestsTable.Columns)), &row, now))
-			if len(rows) == ecfg.BatchRows || k == requests-1 {
-				if err := st.Insert(ctx, requestsTable, rows); err != nil {
-					b.Fatal(err)
-				}
-				rows = rows[:0]
-			}
-		}
-		raw := time.Since(t0)
-		st.Close()
-		spansPerS := float64(requests-firstN) / pipeline.Seconds()
-		b.ReportMetric(spansPerS, "spans/s")
-		b.ReportMetric(float64(points)/pipeline.Seconds(), "points/s")
-		b.ReportMetric(float64(requests)/raw.Seconds(), "raw-insert-rows/s")
-		b.ReportMetric(spansPerS/(float64(requests)/raw.Seconds()), "ratio")
+		raw := r.rawRate(gpuSamplesTable, engineSamplesTable)
+		b.ReportMetric(r.samples.perSecond(), "points/s")
+		b.ReportMetric(r.samples.perCore(), "points/s/core")
+		b.ReportMetric(raw, "raw-insert-rows/s")
+		b.ReportMetric(r.samples.perSecond()/raw, "ratio")
+		b.ReportMetric(r.samples.cores("self"), "enrich-cores")
+		b.ReportMetric(r.samples.cores("clickhouse"), "clickhouse-cores")
+		b.ReportMetric(r.samples.cores("kafka"), "kafka-cores")
+		b.ReportMetric(r.rawCores("clickhouse", gpuSamplesTable, engineSamplesTable), "raw-clickhouse-cores")
+		b.ReportMetric(r.total.Seconds(), "s-total")
 	}
 }

@@ -1,0 +1,295 @@
+package enrich
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore"
+	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/otlpfixture"
+	"github.com/tailcause/tailcause/internal/otlpkafka"
+	"github.com/tailcause/tailcause/internal/testkit"
+)
+
+// The end-to-end throughput benchmarks (BenchmarkEndToEnd,
+// BenchmarkEndToEndMetrics) share this harness. One run of each:
+//
+//  1. encodes a synthetic fleet's spans and metrics as the Collector's kafka
+//     exporter would (internal/otlpkafka) and produces them to fresh topics
+//     on the real broker before the clock starts;
+//  2. runs the enricher (both consumer groups, the broadcast readers, the
+//     join, the sinks) into a fresh ClickHouse database and samples its
+//     counters and the CPU time of this process (the enricher), ClickHouse
+//     and Kafka every 10 ms; the rates are taken between the moments 10%
+//     and 90% of the rows were written (sustained throughput: the consumer
+//     groups' join at the start and the idle flush of the stream's last
+//     requests at the end are not throughput);
+//  3. inserts exactly the rows the enricher wrote (recorded on their way to
+//     ClickHouse) with clickhouse-go alone, in blocks of Config.BatchRows,
+//     into a second fresh database: the ceiling, measured in the same run.
+//
+// Figures per core are rows per CPU-second of the enricher process; the
+// *-cores figures are each process's mean CPU use over the window (2 cores
+// on the dev machine, shared by the enricher, ClickHouse and Kafka).
+
+// rowRecorder is the pipeline's RowWriter in the benchmarks: it writes
+// through to the store and keeps the rows of the tables the ceiling
+// inserts again (the pipeline allocates rows per flush and drops them
+// after, so keeping them aliases nothing).
+type rowRecorder struct {
+	w    RowWriter
+	mu   sync.Mutex
+	rows map[string][][]any
+}
+
+func (r *rowRecorder) Insert(ctx context.Context, t chstore.Table, rows [][]any) error {
+	if err := r.w.Insert(ctx, t, rows); err != nil {
+		return err
+	}
+	if t.Name != rejectedTable.Name {
+		r.mu.Lock()
+		r.rows[t.Name] = append(r.rows[t.Name], rows...)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// e2eWorkload is what one run feeds the enricher.
+type e2eWorkload struct {
+	load           otlpfixture.Load
+	spansPerExport int // spans per OTLP export (one Kafka record per trace regardless)
+	spanPartitions int
+	metricParts    int
+}
+
+// e2eSnapshot is the enricher's progress at one moment.
+type e2eSnapshot struct {
+	at                time.Time
+	requests, samples int64
+	cpu               testkit.CPUReading
+}
+
+// e2eWindow is a sustained rate: rows written between the 10% and 90%
+// marks, the wall time between them, and each process's CPU time.
+type e2eWindow struct {
+	rows int64
+	wall time.Duration
+	cpu  testkit.CPUReading
+}
+
+func (w e2eWindow) perSecond() float64 { return float64(w.rows) / w.wall.Seconds() }
+
+// perCore is rows per CPU-second of the enricher (this process).
+func (w e2eWindow) perCore() float64 { return float64(w.rows) / w.cpu["self"].Seconds() }
+
+func (w e2eWindow) cores(proc string) float64 { return w.cpu[proc].Seconds() / w.wall.Seconds() }
+
+// window finds the sustained rate of the counter picked by n between the
+// first snapshots at which it reached 10% and 90% of want.
+func window(snaps []e2eSnapshot, want int64, n func(e2eSnapshot) int64) (e2eWindow, bool) {
+	lo, hi := -1, -1
+	for i, s := range snaps {
+		if lo < 0 && n(s) >= want/10 {
+			lo = i
+		}
+		if n(s) >= want*9/10 {
+			hi = i
+			break
+		}
+	}
+	if lo < 0 || hi <= lo {
+		return e2eWindow{}, false
+	}
+	a, z := snaps[lo], snaps[hi]
+	return e2eWindow{rows: n(z) - n(a), wall: z.at.Sub(a.at), cpu: z.cpu.Since(a.cpu)}, true
+}
+
+// e2eResult is one run: the enricher's sustained rates, the total time,
+// and the ceiling's.
+type e2eResult struct {
+	requests, samples e2eWindow
+	haveReq, haveSmp  bool
+	total             time.Duration
+	// rawWall is the plain insert's time for each table's rows, rawCPU
+	// each process's CPU time during it; rows counts them.
+	rawWall map[string]time.Duration
+	rawCPU  map[string]testkit.CPUReading
+	rows    map[string]int
+}
+
+// rawRate is the ceiling's rows per second over the given tables.
+func (r e2eResult) rawRate(tables ...chstore.Table) float64 {
+	var n int
+	var d time.Duration
+	for _, t := range tables {
+		n, d = n+r.rows[t.Name], d+r.rawWall[t.Name]
+	}
+	return float64(n) / d.Seconds()
+}
+
+// rawCores is process proc's mean CPU use during the ceiling's insert of
+// the given tables.
+func (r e2eResult) rawCores(proc string, tables ...chstore.Table) float64 {
+	var cpu, d time.Duration
+	for _, t := range tables {
+		cpu, d = cpu+r.rawCPU[t.Name][proc], d+r.rawWall[t.Name]
+	}
+	return cpu.Seconds() / d.Seconds()
+}
+
+// runEndToEnd is one run of the harness (see above).
+func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
+	b.Helper()
+	kafkaAddr := testkit.Kafka(b)
+	chAddr := testkit.ClickHouse(b)
+	requests := int64(w.load.Requests)
+	points := int64(w.load.MetricPoints())
+	enc, err := otlpkafka.NewEncoder(otlpkafka.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var spanRecs, metricRecs []kafkax.Record
+	for _, md := range w.load.Metrics() {
+		if metricRecs, _, err = enc.AppendMetrics(metricRecs, nil, md); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, td := range w.load.Traces(w.spansPerExport) {
+		if spanRecs, _, err = enc.AppendTraces(spanRecs, nil, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	open := func() *chstore.Store {
+		cfg := chstore.DefaultConfig()
+		// No TTL: the fault lab's rows are dated early 2026.
+		cfg.Addr, cfg.Database, cfg.TTL = chAddr, testkit.FreshDatabase(b, chAddr), 0
+		st, err := chstore.Open(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		if _, err := st.Migrate(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	spans := testkit.FreshTopic(b, kafkaAddr, w.spanPartitions)
+	metrics := testkit.FreshTopic(b, kafkaAddr, w.metricParts)
+	dlq := testkit.FreshTopic(b, kafkaAddr, 1)
+	pc := kafkax.DefaultConfig()
+	pc.Brokers = []string{kafkaAddr}
+	prod, err := kafkax.NewProducer(pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := prod.WriteRecords(ctx, metrics, metricRecs); err != nil {
+		b.Fatal(err)
+	}
+	if err := prod.WriteRecords(ctx, spans, spanRecs); err != nil {
+		b.Fatal(err)
+	}
+	prod.Close()
+	spanRecs, metricRecs = nil, nil
+
+	ecfg := DefaultConfig()
+	ecfg.Brokers = []string{kafkaAddr}
+	ecfg.SpansTopic, ecfg.MetricsTopic, ecfg.DeadLetterTopic = spans, metrics, dlq
+	ecfg.GroupID, ecfg.SamplesGroupID = "g-"+spans, "s-"+spans
+	ecfg.IdleFlush = time.Second
+	rec := &rowRecorder{w: st, rows: map[string][][]any{}}
+	p, err := New(ecfg, rec, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	meter := testkit.NewCPUMeter(map[string]string{"clickhouse": chAddr, "kafka": kafkaAddr})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Run(rctx) }()
+	var snaps []e2eSnapshot
+	for {
+		s := e2eSnapshot{at: time.Now(), requests: p.C.Requests.Load(), samples: p.C.Samples.Load(), cpu: meter.Read()}
+		snaps = append(snaps, s)
+		if s.requests >= requests && s.samples >= points {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			cancel()
+			b.Fatalf("after 10 minutes: %d of %d requests, %d of %d samples", s.requests, requests, s.samples, points)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := e2eResult{total: time.Since(start)}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	res.requests, res.haveReq = window(snaps, requests, func(s e2eSnapshot) int64 { return s.requests })
+	res.samples, res.haveSmp = window(snaps, points, func(s e2eSnapshot) int64 { return s.samples })
+
+	// The ceiling: the same rows, clickhouse-go alone.
+	raw := open()
+	res.rawWall, res.rawCPU, res.rows = map[string]time.Duration{}, map[string]testkit.CPUReading{}, map[string]int{}
+	for _, t := range []chstore.Table{stallsTable, requestsTable, gpuSamplesTable, engineSamplesTable} {
+		rows := rec.rows[t.Name]
+		res.rows[t.Name] = len(rows)
+		if len(rows) == 0 {
+			continue
+		}
+		c0, t0 := meter.Read(), time.Now()
+		for len(rows) > 0 {
+			n := min(len(rows), ecfg.BatchRows)
+			if err := rawInsert(ctx, raw, t, rows[:n]); err != nil {
+				b.Fatal(err)
+			}
+			rows = rows[n:]
+		}
+		res.rawWall[t.Name] = time.Since(t0)
+		res.rawCPU[t.Name] = meter.Read().Since(c0)
+		var n uint64
+		if err := raw.Conn().QueryRow(ctx, "SELECT count() FROM "+t.Name).Scan(&n); err != nil || n != uint64(res.rows[t.Name]) {
+			b.Fatalf("ceiling: %d rows in %s after inserting %d (err %v)", n, t.Name, res.rows[t.Name], err)
+		}
+	}
+	return res
+}
+
+// rawInsert is one block through clickhouse-go: prepare, append, send.
+func rawInsert(ctx context.Context, st *chstore.Store, t chstore.Table, rows [][]any) error {
+	batch, err := st.Conn().PrepareBatch(ctx, t.InsertSQL())
+	if err != nil {
+		return fmt.Errorf("prepare insert into %s: %w", t.Name, err)
+	}
+	for _, r := range rows {
+		if err := batch.Append(r...); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("append to %s: %w", t.Name, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("send %d rows to %s: %w", len(rows), t.Name, err)
+	}
+	return nil
+}
+
+// TestEndToEndHarness checks the benchmarks' harness on a small fleet
+// (no timing): every request and sample reaches ClickHouse, the recorder
+// kept each row once, and the ceiling inserted them all again.
+func TestEndToEndHarness(t *testing.T) {
+	w := e2eWorkload{
+		load:           otlpfixture.Load{Hosts: 4, Duration: time.Minute, Requests: 2000, Seed: 5},
+		spansPerExport: 100, spanPartitions: 2, metricParts: 2,
+	}
+	r := runEndToEnd(t, w)
+	if got := r.rows[requestsTable.Name]; got != w.load.Requests {
+		t.Errorf("recorded %d request rows, want %d", got, w.load.Requests)
+	}
+	if got, want := r.rows[gpuSamplesTable.Name]+r.rows[engineSamplesTable.Name], w.load.MetricPoints(); got != want {
+		t.Errorf("recorded %d sample rows, want %d (one per point)", got, want)
+	}
+}
