@@ -63,6 +63,8 @@ func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *enrichOpts {
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "longest wait before a partial batch is written")
 	fs.DurationVar(&cfg.Join.MaxWait, "max-wait", cfg.Join.MaxWait, "event-time wait for a host's metrics before a request is joined with what is known")
 	fs.DurationVar(&cfg.IdleFlush, "idle-flush", cfg.IdleFlush, "emit pending requests after this much wall-clock silence on every input")
+	fs.IntVar(&cfg.Join.MaxHosts, "join-max-hosts", cfg.Join.MaxHosts, "hosts the join tracks at most; samples of further hosts are dropped and counted (tailcause_join_dropped_samples_total)")
+	fs.IntVar(&cfg.Join.MaxEntities, "join-max-entities", cfg.Join.MaxEntities, "engines and GPUs the join tracks at most, over all hosts; samples of further ones are dropped and counted")
 	fs.Var(&o.maxAge, "max-event-age", "replay horizon: spans and samples older than this (event time, against the wall clock) are rejected and dead-lettered; "+
 		"30d, 36h, ... or 0 for none; default the --ttl (rows older than the table's TTL would be deleted at once). Replaying older topics: raise it with the --ttl, or 0")
 	fs.DurationVar(&cfg.MaxEventSkew, "max-event-skew", cfg.MaxEventSkew, "spans and samples dated more than this ahead of the wall clock are rejected and dead-lettered (clock skew tolerated)")

@@ -49,7 +49,7 @@ func enrichCollectors(p *enrich.Pipeline) []prometheus.Collector {
 		obs.NewFuncCollector("tailcause_enrich", func() []obs.Value { return obs.StructValues(&p.C) }),
 		obs.NewFuncCollector("tailcause_join", func() []obs.Value {
 			st := p.JoinStats()
-			return obs.StructValues(&st, "Pending", "Traces", "EngineSeries", "GPUSeries")
+			return obs.StructValues(&st, "Pending", "Traces", "Hosts", "EngineSeries", "GPUSeries")
 		}),
 	}
 }

@@ -12,7 +12,11 @@ type hostState struct {
 	engines    map[string]*entitySeries // by engineKey
 	gpus       map[string]*entitySeries // by GPU UUID
 	familyTime map[normalize.Family]uint64
-	version    int // bumps when an engine or GPU appears: invalidates cached placements
+	// gen is the host's incarnation (unique in the Joiner: a host evicted
+	// and seen again gets a new one); version bumps when an engine or GPU
+	// appears, changes hands or is evicted. Both key cached placements.
+	gen     uint64
+	version int
 }
 
 type entitySeries struct {
@@ -20,8 +24,8 @@ type entitySeries struct {
 	metrics                                map[normalize.Metric]*series
 }
 
-func newHostState() *hostState {
-	return &hostState{engines: map[string]*entitySeries{}, gpus: map[string]*entitySeries{}, familyTime: map[normalize.Family]uint64{}}
+func newHostState(gen uint64) *hostState {
+	return &hostState{engines: map[string]*entitySeries{}, gpus: map[string]*entitySeries{}, familyTime: map[normalize.Family]uint64{}, gen: gen}
 }
 
 func engineKey(s *normalize.Sample) string {
@@ -32,9 +36,22 @@ func engineKey(s *normalize.Sample) string {
 	return s.Model + "\x00" + s.Placement.Engine + "\x00" + id
 }
 
-// add stores one sample (v is the level, or the delta for counters).
-func (h *hostState) add(s *normalize.Sample, v float64) bool {
+// addResult says what add did with a sample.
+type addResult uint8
+
+const (
+	added     addResult = iota // stored in an existing entity
+	addedNew                   // stored in a new entity (engine or GPU)
+	duplicate                  // a point with that timestamp is already stored
+	refused                    // a new entity was not allowed (the entity cap)
+)
+
+// add stores one sample (v is the level, or the delta for counters). A
+// sample of an entity the host does not track yet is refused unless
+// allowNew.
+func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool) addResult {
 	var es *entitySeries
+	res := added
 	switch s.Family {
 	case normalize.FamilyGPU:
 		id := s.Placement.GPU
@@ -43,9 +60,13 @@ func (h *hostState) add(s *normalize.Sample, v float64) bool {
 		}
 		es = h.gpus[id]
 		if es == nil {
+			if !allowNew {
+				return refused
+			}
 			es = &entitySeries{pod: s.Placement.Pod, gpuIndex: s.Placement.GPUIndex, metrics: map[normalize.Metric]*series{}}
 			h.gpus[id] = es
 			h.version++
+			res = addedNew
 		} else if s.Placement.Pod != es.pod {
 			// The GPU changed hands (a new workload pod): re-resolve.
 			es.pod = s.Placement.Pod
@@ -55,9 +76,13 @@ func (h *hostState) add(s *normalize.Sample, v float64) bool {
 		k := engineKey(s)
 		es = h.engines[k]
 		if es == nil {
+			if !allowNew {
+				return refused
+			}
 			es = &entitySeries{model: s.Model, engine: s.Placement.Engine, pod: s.Placement.Pod, instance: s.Placement.ServiceInstance, metrics: map[normalize.Metric]*series{}}
 			h.engines[k] = es
 			h.version++
+			res = addedNew
 		}
 	}
 	sr := es.metrics[s.Metric]
@@ -66,13 +91,58 @@ func (h *hostState) add(s *normalize.Sample, v float64) bool {
 		es.metrics[s.Metric] = sr
 	}
 	if !sr.add(s.TimeNs, v) {
-		return false
+		return duplicate // (a new entity always takes its first point)
 	}
 	if s.TimeNs > h.familyTime[s.Family] {
 		h.familyTime[s.Family] = s.TimeNs
 	}
-	return true
+	return res
 }
+
+// evicted counts what evict removed.
+type evicted struct{ engines, gpus, series int }
+
+// evict removes every series whose newest point is older than horizon,
+// then every engine and GPU left without series, then the watermark of a
+// family left without entities (so that a family that went silent for
+// good no longer holds the host's requests until MaxWait). The caller
+// chooses horizon so that nothing removed can describe a request the join
+// still holds or can still take (see Joiner.gc).
+// It trims the series it keeps at cutoff (series.trim) in the same pass.
+func (h *hostState) evict(cutoff, horizon uint64) evicted {
+	var n evicted
+	for fam, m := range [2]map[string]*entitySeries{h.engines, h.gpus} {
+		for id, es := range m {
+			for name, s := range es.metrics {
+				if s.last() < horizon {
+					delete(es.metrics, name)
+					n.series++
+				} else {
+					s.trim(cutoff)
+				}
+			}
+			if len(es.metrics) == 0 {
+				delete(m, id)
+				h.version++
+				if fam == 1 {
+					n.gpus++
+				} else {
+					n.engines++
+				}
+			}
+		}
+	}
+	if len(h.engines) == 0 {
+		delete(h.familyTime, normalize.FamilyEngine)
+	}
+	if len(h.gpus) == 0 {
+		delete(h.familyTime, normalize.FamilyGPU)
+	}
+	return n
+}
+
+// empty: nothing tracked.
+func (h *hostState) empty() bool { return len(h.engines) == 0 && len(h.gpus) == 0 }
 
 // passed reports whether every metric family seen on the host has data at
 // or beyond t.

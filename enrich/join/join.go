@@ -38,6 +38,12 @@ type Config struct {
 	PlacementCacheCost int64
 	// MaxCounterSeries bounds the counter-delta tracker.
 	MaxCounterSeries int
+	// MaxHosts and MaxEntities cap the hosts and the engines and GPUs
+	// (together) the join tracks. A sample that would add a host or an
+	// entity past its cap is dropped and counted (Stats.DroppedSamples):
+	// a flood of made-up host names cannot grow the state without bound.
+	// Idle hosts and entities are evicted (see gc), which frees room.
+	MaxHosts, MaxEntities int
 }
 
 // DefaultConfig suits dcgm-exporter's 30 s and engines' 10–15 s scrapes.
@@ -53,6 +59,8 @@ func DefaultConfig() Config {
 		MaxTraces:          200_000,
 		PlacementCacheCost: 100_000,
 		MaxCounterSeries:   100_000,
+		MaxHosts:           10_000,
+		MaxEntities:        50_000,
 	}
 }
 
@@ -65,7 +73,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("join: max wait %s exceeds retention %s: samples a request needs would be gone", c.MaxWait, c.Retention)
 	case c.StallFactor < 1 || c.StallMin <= 0:
 		return fmt.Errorf("join: stall factor must be >= 1 and stall min positive")
-	case c.MaxPending < 1 || c.MaxTraces < 1 || c.PlacementCacheCost < 1 || c.MaxCounterSeries < 1:
+	case c.MaxPending < 1 || c.MaxTraces < 1 || c.PlacementCacheCost < 1 || c.MaxCounterSeries < 1 || c.MaxHosts < 1 || c.MaxEntities < 1:
 		return fmt.Errorf("join: bounds must be positive")
 	}
 	return nil
@@ -88,12 +96,19 @@ type Output struct {
 	Done   []Ref
 }
 
-// Stats counts what the join did; all counters are cumulative.
+// Stats counts what the join did; the counters are cumulative, Pending,
+// Traces, Hosts, EngineSeries and GPUSeries are the state now.
 type Stats struct {
 	Requests, Emitted, ForcedByWait, ForcedByCapacity, Flushed int64
 	Steps, OrphanSteps, LateSteps, DuplicateRequests           int64
 	Samples, DuplicateSamples, TooOldSamples                   int64
-	Pending, Traces, EngineSeries, GPUSeries                   int
+	// DroppedSamples: samples of a new host or entity refused at MaxHosts
+	// or MaxEntities.
+	DroppedSamples int64
+	// EvictedHosts, EvictedEntities (engines and GPUs) and EvictedSeries
+	// (one metric of an entity): idle state removed by gc.
+	EvictedHosts, EvictedEntities, EvictedSeries    int64
+	Pending, Traces, Hosts, EngineSeries, GPUSeries int
 }
 
 type pendingReq struct {
@@ -147,6 +162,9 @@ type Joiner struct {
 	released   []Ref
 	emits      int // Emit calls, to space out gc
 	stats      Stats
+	hostGen    uint64 // incarnations handed out (hostState.gen)
+	// nEngines and nGPUs count the tracked entities over all hosts.
+	nEngines, nGPUs int
 }
 
 // New builds a Joiner.
@@ -202,17 +220,21 @@ func (j *Joiner) Stats() Stats {
 	s := j.stats
 	s.Pending = j.npending
 	s.Traces = len(j.traces)
-	for _, h := range j.hosts {
-		s.EngineSeries += len(h.engines)
-		s.GPUSeries += len(h.gpus)
-	}
+	s.Hosts = len(j.hosts)
+	s.EngineSeries, s.GPUSeries = j.nEngines, j.nGPUs
 	return s
 }
 
+// host returns the state of a host, creating it unless MaxHosts are
+// tracked (nil then).
 func (j *Joiner) host(name string) *hostState {
 	h := j.hosts[name]
 	if h == nil {
-		h = newHostState()
+		if len(j.hosts) >= j.cfg.MaxHosts {
+			return nil
+		}
+		j.hostGen++
+		h = newHostState(j.hostGen)
 		j.hosts[name] = h
 	}
 	return h
@@ -239,9 +261,26 @@ func (j *Joiner) AddSamples(samples []normalize.Sample) {
 			v = d
 		}
 		h := j.host(s.Placement.Host)
-		if !h.add(s, v) {
+		if h == nil {
+			j.stats.DroppedSamples++
+			continue
+		}
+		switch h.add(s, v, j.nEngines+j.nGPUs < j.cfg.MaxEntities) {
+		case duplicate:
 			j.stats.DuplicateSamples++
 			continue
+		case refused:
+			j.stats.DroppedSamples++
+			if h.empty() {
+				delete(j.hosts, s.Placement.Host) // a host is kept only for its entities
+			}
+			continue
+		case addedNew:
+			if s.Family == normalize.FamilyGPU {
+				j.nGPUs++
+			} else {
+				j.nEngines++
+			}
 		}
 		if s.TimeNs > j.metricMax {
 			j.metricMax = s.TimeNs
@@ -419,12 +458,43 @@ func (j *Joiner) popOldest() Output {
 	return j.build(p)
 }
 
-// gc trims samples behind the retention, forgets old request ids, and
-// drops step traces that never met their request.
+// gc trims samples behind the retention, evicts idle series, entities
+// and hosts, forgets old request ids, and drops step traces that never met
+// their request.
+//
+// Eviction loses nothing a request can use. A series whose newest point p
+// is older than a request's arrival a by more than MaxSampleAge gives it
+// nothing: no as-of level (too old), no point inside [a, end], no counter
+// interval overlapping it (every interval ends at or before p). A host's
+// series are therefore evicted only when p < min(cutoff, the earliest
+// arrival among the host's pending requests) − MaxSampleAge, where cutoff
+// (stream time − Retention) is the point behind which samples are trimmed
+// anyway; a request taken later with an arrival before the cutoff has
+// lost those samples to the trim already. A host left with no entity and
+// no pending request is forgotten.
 func (j *Joiner) gc() {
 	cutoff := j.cutoff()
-	for _, h := range j.hosts {
-		h.trim(cutoff)
+	maxAge := uint64(j.cfg.MaxSampleAge)
+	for name, h := range j.hosts {
+		horizon := cutoff
+		if hp := j.pending[name]; hp != nil {
+			for _, p := range *hp {
+				horizon = min(horizon, p.req.StartNs)
+			}
+		}
+		if horizon <= maxAge {
+			h.trim(cutoff)
+			continue
+		}
+		n := h.evict(cutoff, horizon-maxAge)
+		j.nEngines -= n.engines
+		j.nGPUs -= n.gpus
+		j.stats.EvictedEntities += int64(n.engines + n.gpus)
+		j.stats.EvictedSeries += int64(n.series)
+		if h.empty() && j.pending[name] == nil {
+			delete(j.hosts, name)
+			j.stats.EvictedHosts++
+		}
 	}
 	for uid, end := range j.seen {
 		if end < cutoff {
@@ -500,7 +570,7 @@ type placementResult struct {
 }
 
 func (j *Joiner) resolve(r *normalize.Request, h *hostState) placementResult {
-	key := strings.Join([]string{r.Placement.Host, r.Placement.Pod, r.Model, r.Placement.Engine, fmt.Sprint(h.version)}, "\x00")
+	key := strings.Join([]string{r.Placement.Host, r.Placement.Pod, r.Model, r.Placement.Engine, fmt.Sprint(h.gen), fmt.Sprint(h.version)}, "\x00")
 	if pr, ok := j.cache.Get(key); ok {
 		return pr
 	}

@@ -455,3 +455,126 @@ func TestJoinCounterDeltasApportionedByOverlap(t *testing.T) {
 		t.Errorf("point: preemptions_during = %v, want ~0", r.PreemptionsDuring)
 	}
 }
+
+// TestJoinEvictsIdleHosts: a flood of made-up host names fills the join
+// only up to MaxHosts (the rest is dropped and counted); once the event
+// clock has moved past the retention, the idle hosts are evicted and new
+// ones are admitted again. A silent host that a pending request still
+// needs keeps its samples until the request is joined.
+func TestJoinEvictsIdleHosts(t *testing.T) {
+	j := newJoiner(t)
+	cfg := DefaultConfig()
+	b := base()
+	live := func(h string, ts uint64) normalize.Sample {
+		s := engineSample(normalize.MetricRunning, normalize.Gauge, ts, 3)
+		s.Placement.Host = h
+		return s
+	}
+	gpuOn := func(h string, ts uint64, v float64) normalize.Sample {
+		s := gpuSample(normalize.MetricSMClock, ts, v)
+		s.Placement.Host = h
+		return s
+	}
+	// Emit runs gc on every 16th call.
+	tick := func() []Output {
+		var out []Output
+		for range 16 {
+			out = append(out, j.Emit(false)...)
+		}
+		return out
+	}
+	// node-1 reports all along; node-2's GPU reports twice and goes silent,
+	// while a long request that arrived just after its last sample is
+	// pending.
+	j.AddSamples([]normalize.Sample{live("node-1", b), gpuOn("node-2", b, 1980), gpuOn("node-2", b+5*sec, 1500)})
+	flood := make([]normalize.Sample, 50_000)
+	for i := range flood {
+		flood[i] = gpuOn(fmt.Sprintf("fake-%05d", i), b+sec, 1)
+	}
+	j.AddSamples(flood)
+	s := j.Stats()
+	if s.Hosts != cfg.MaxHosts || s.GPUSeries != cfg.MaxHosts-1 {
+		t.Fatalf("after the flood: %d hosts, %d GPUs; want the cap %d hosts (node-1 and %d GPUs)", s.Hosts, s.GPUSeries, cfg.MaxHosts, cfg.MaxHosts-1)
+	}
+	if want := int64(50_000 - (cfg.MaxHosts - 2)); s.DroppedSamples != want {
+		t.Errorf("dropped samples %d, want %d (the flood past the cap)", s.DroppedSamples, want)
+	}
+	tick()
+	if s := j.Stats(); s.EvictedHosts != 0 || s.EvictedSeries != 0 {
+		t.Fatalf("evicted %d hosts, %d series before the clock moved", s.EvictedHosts, s.EvictedSeries)
+	}
+
+	long := request("long", b+6*sec, b+15*60*sec)
+	long.Placement.Host = "node-2"
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{long}}, Ref{0, 1})
+
+	// The event clock moves on with node-1 (every 10 s) to 16:50: the
+	// fakes (last point at 0:01) fall behind cutoff − MaxSampleAge (0:15),
+	// and so does node-2's GPU (0:05), but the long request on node-2
+	// arrived at 0:06 and is still pending (until its end + MaxWait, 17:00).
+	var got []Output
+	for ts := b + 10*sec; ts <= b+(16*60+50)*sec; ts += 10 * sec {
+		j.AddSamples([]normalize.Sample{live("node-1", ts)})
+		got = append(got, tick()...)
+	}
+	s = j.Stats()
+	if s.Hosts != 2 || s.EvictedHosts != int64(cfg.MaxHosts-2) {
+		t.Fatalf("at 16:50: %d hosts (want node-1 and node-2), %d evicted (want %d)", s.Hosts, s.EvictedHosts, cfg.MaxHosts-2)
+	}
+	if s.GPUSeries != 1 || s.EvictedEntities != int64(cfg.MaxHosts-2) {
+		t.Errorf("at 16:50: %d GPUs (want node-2's), %d entities evicted", s.GPUSeries, s.EvictedEntities)
+	}
+	if len(got) != 0 {
+		t.Fatalf("joined %d requests before the long one's max wait", len(got))
+	}
+	// Past its end + MaxWait the long request is forced out, with the
+	// GPU sample it arrived under (eviction did not take it).
+	for ts := b + 17*60*sec; ts <= b+18*60*sec; ts += 10 * sec {
+		j.AddSamples([]normalize.Sample{live("node-1", ts)})
+		got = append(got, tick()...)
+	}
+	if len(got) != 1 || got[0].Row.UID != "long" {
+		t.Fatalf("got %d rows, want the long request", len(got))
+	}
+	r := got[0].Row
+	if r.GPUMatch != "pod" || r.GPU != "GPU-aaaa" {
+		t.Errorf("long request joined without its GPU: gpu_match %q gpu %q", r.GPUMatch, r.GPU)
+	}
+	near(t, "sm_clock_min (as of arrival)", r.SMClockMinMHz, 1500)
+	near(t, "sm_clock_age_ms", r.SMClockAgeMs, 1000)
+	// Nothing pending holds node-2 any more: it goes at the next gc.
+	tick()
+	s = j.Stats()
+	if s.Hosts != 1 || s.GPUSeries != 0 || s.EngineSeries != 1 {
+		t.Errorf("after the long request: %d hosts, %d GPUs, %d engines; want node-1's engine alone", s.Hosts, s.GPUSeries, s.EngineSeries)
+	}
+	// There is room again: a new host is tracked, not dropped.
+	dropped := s.DroppedSamples
+	j.AddSamples([]normalize.Sample{gpuOn("node-3", b+18*60*sec, 1980)})
+	if s := j.Stats(); s.Hosts != 2 || s.DroppedSamples != dropped {
+		t.Errorf("a new host after eviction: %d hosts, dropped %d → %d", s.Hosts, dropped, s.DroppedSamples)
+	}
+}
+
+// TestJoinEntityCap: past MaxEntities a new engine or GPU is dropped and
+// counted; samples of tracked entities still go in.
+func TestJoinEntityCap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxEntities = 2
+	j, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	b := base()
+	g := func(id string, ts uint64) normalize.Sample {
+		s := gpuSample(normalize.MetricSMClock, ts, 1980)
+		s.Placement.GPU = id
+		return s
+	}
+	j.AddSamples([]normalize.Sample{g("GPU-1", b), g("GPU-2", b), g("GPU-3", b), g("GPU-1", b+sec)})
+	s := j.Stats()
+	if s.GPUSeries != 2 || s.DroppedSamples != 1 || s.DuplicateSamples != 0 {
+		t.Errorf("GPUs %d (want 2), dropped %d (want 1: GPU-3), duplicates %d", s.GPUSeries, s.DroppedSamples, s.DuplicateSamples)
+	}
+}
