@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -18,9 +19,18 @@ import (
 //   - a firing version whose top culprit (cause, entity) differs from the
 //     previous version's → top_culprit_changed.
 //
+// A scan lists the incidents updated within Lookback newest first, in
+// pages of incidentPage bounded by a cursor (their newest update, then
+// id), and reads the versions of those not yet handled at their newest
+// version in pages of versionPage (cursor: id, version), so every version
+// is seen however many there are, and the newest incidents first. (It
+// used to read every version oldest first with LIMIT 10000: past 10,000
+// versions the newest incidents never paged.)
+//
 // Enqueue's grouping makes re-deriving the same events harmless, so the
 // watcher keeps no durable state; its memory of handled versions is a
-// bounded cache that only saves queries.
+// bounded cache (maxWatched incidents, the newest kept) that only saves
+// queries.
 type Watcher struct {
 	d        *Dispatcher
 	log      *slog.Logger
@@ -28,6 +38,8 @@ type Watcher struct {
 	every    time.Duration
 	lookback time.Duration
 	seen     map[string]uint64 // incident → newest version fully handled
+	// page sizes of the listing and of the version reads (tests shrink them)
+	incidentPage, versionPage int
 }
 
 // Status values of the incidents table that the watcher interprets.
@@ -36,13 +48,18 @@ const (
 	incidentOK       = "ok"
 )
 
-// maxWatched bounds the watcher's cache and one scan.
-const maxWatched = 10000
+// Bounds of one scan's queries and of the watcher's cache.
+const (
+	incidentPage = 1000
+	versionPage  = 500 // versions carry their documents (up to 1 MiB each)
+	maxWatched   = 100_000
+)
 
 // NewWatcher scans every `every` the incident versions updated within
 // lookback.
 func NewWatcher(d *Dispatcher, every, lookback time.Duration) *Watcher {
-	return &Watcher{d: d, log: d.log, now: d.now, every: every, lookback: lookback, seen: map[string]uint64{}}
+	return &Watcher{d: d, log: d.log, now: d.now, every: every, lookback: lookback, seen: map[string]uint64{},
+		incidentPage: incidentPage, versionPage: versionPage}
 }
 
 // Run scans until ctx ends; scan failures are logged and retried.
@@ -69,69 +86,170 @@ type incidentVersion struct {
 	payload  string
 }
 
-// Scan derives and enqueues the events of recently updated incidents; it
-// returns how many outbox rows were written.
+// listed is one incident of a scan's listing: its newest version and
+// update (seconds) within the lookback.
+type listed struct {
+	id      string
+	version uint64
+	updated uint32
+}
+
+// Scan derives and enqueues the events of recently updated incidents,
+// newest first; it returns how many outbox rows were written.
 func (w *Watcher) Scan(ctx context.Context) (int, error) {
 	since := w.now().Add(-w.lookback).Unix()
-	rows, err := w.d.db.Conn().Query(ctx, `SELECT incident_id, version, status, toUInt32(resolved_at) > 0, payload
-FROM incidents
-WHERE incident_id IN (SELECT incident_id FROM incidents WHERE updated_at >= toDateTime(?))
-ORDER BY incident_id, version
-LIMIT ?`, since, maxWatched)
-	if err != nil {
-		return 0, fmt.Errorf("scan incidents for alerts: %w", err)
-	}
-	var vs []incidentVersion
-	for rows.Next() {
-		var v incidentVersion
-		if err := rows.Scan(&v.id, &v.version, &v.status, &v.resolved, &v.payload); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan incident version: %w", err)
+	total := 0
+	seen := make(map[string]uint64, len(w.seen))
+	curU, curID := uint32(math.MaxUint32), ""
+	for {
+		page, err := w.listIncidents(ctx, since, curU, curID)
+		if err != nil {
+			return total, err
 		}
-		vs = append(vs, v)
+		var todo []string
+		want := map[string]uint64{}
+		for _, in := range page {
+			if v := w.seen[in.id]; v != 0 && v >= in.version {
+				if len(seen) < maxWatched {
+					seen[in.id] = v
+				}
+				continue
+			}
+			todo = append(todo, in.id)
+			want[in.id] = in.version
+		}
+		n, handled, err := w.derive(ctx, todo)
+		total += n
+		for id, v := range handled {
+			if v >= want[id] {
+				w.seen[id] = v
+				if len(seen) < maxWatched {
+					seen[id] = v
+				}
+			}
+		}
+		if err != nil {
+			return total, err
+		}
+		if len(page) < w.incidentPage {
+			break
+		}
+		last := page[len(page)-1]
+		curU, curID = last.updated, last.id
 	}
-	err = rows.Err()
-	rows.Close()
+	w.seen = seen // the incidents still within the lookback, newest first up to maxWatched
+	return total, nil
+}
+
+// listIncidents returns a page of the incidents updated since, newest
+// first, strictly after the cursor (updated, id) in that order.
+func (w *Watcher) listIncidents(ctx context.Context, since int64, curU uint32, curID string) ([]listed, error) {
+	rows, err := w.d.db.Conn().Query(ctx, `SELECT incident_id, max(version) AS v, toUInt32(max(updated_at)) AS u
+FROM incidents
+WHERE updated_at >= toDateTime(?)
+GROUP BY incident_id
+HAVING (u, incident_id) < (?, ?)
+ORDER BY u DESC, incident_id DESC
+LIMIT ?`, since, curU, curID, w.incidentPage)
 	if err != nil {
-		return 0, fmt.Errorf("read incidents for alerts: %w", err)
+		return nil, fmt.Errorf("list incidents for alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []listed
+	for rows.Next() {
+		var l listed
+		if err := rows.Scan(&l.id, &l.version, &l.updated); err != nil {
+			return nil, fmt.Errorf("scan incident listing: %w", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list incidents for alerts: %w", err)
+	}
+	return out, nil
+}
+
+// derive reads every version of the given incidents in (incident, version)
+// order, a page at a time, and enqueues their events. It returns the
+// outbox rows written and, per incident whose versions were all handled,
+// the newest version.
+func (w *Watcher) derive(ctx context.Context, ids []string) (int, map[string]uint64, error) {
+	handled := map[string]uint64{}
+	if len(ids) == 0 {
+		return 0, handled, nil
 	}
 	total := 0
 	var prevID, prevTop string
 	opened, resolved := false, false
-	for _, v := range vs {
-		if v.id != prevID {
-			prevID, prevTop, opened, resolved = v.id, "", false, false
-		}
-		var doc incident
-		if json.Unmarshal([]byte(v.payload), &doc) != nil {
-			continue // not a v1 document: nothing to send
-		}
-		top := doc.topKey()
-		var kind EventKind
-		switch {
-		case v.status == incidentResolved || v.resolved != 0:
-			if !resolved {
-				kind, resolved = EventResolved, true
-			}
-		case v.status == incidentOK:
-		case !opened:
-			kind, opened = EventOpened, true
-		case top != prevTop:
-			kind = EventTopCulpritChanged
-		}
-		prevTop = top
-		if kind == "" || w.seen[v.id] >= v.version && w.seen[v.id] != 0 {
-			continue
-		}
-		n, err := w.d.Enqueue(ctx, Event{IncidentID: v.id, Version: v.version, Kind: kind, Payload: []byte(v.payload)})
+	curID, curV := "", uint64(0)
+	for {
+		vs, err := w.versions(ctx, ids, curID, curV)
 		if err != nil {
-			return total, err
+			return total, handled, err
 		}
-		total += n
-		if len(w.seen) >= maxWatched {
-			clear(w.seen)
+		for _, v := range vs {
+			if v.id != prevID {
+				prevID, prevTop, opened, resolved = v.id, "", false, false
+			}
+			handled[v.id] = v.version
+			var doc incident
+			if json.Unmarshal([]byte(v.payload), &doc) != nil {
+				continue // not a v1 document: nothing to send
+			}
+			top := doc.topKey()
+			var kind EventKind
+			switch {
+			case v.status == incidentResolved || v.resolved != 0:
+				if !resolved {
+					kind, resolved = EventResolved, true
+				}
+			case v.status == incidentOK:
+			case !opened:
+				kind, opened = EventOpened, true
+			case top != prevTop:
+				kind = EventTopCulpritChanged
+			}
+			prevTop = top
+			if kind == "" || w.seen[v.id] >= v.version && w.seen[v.id] != 0 {
+				continue
+			}
+			n, err := w.d.Enqueue(ctx, Event{IncidentID: v.id, Version: v.version, Kind: kind, Payload: []byte(v.payload)})
+			if err != nil {
+				delete(handled, v.id)
+				return total, handled, err
+			}
+			total += n
 		}
-		w.seen[v.id] = v.version
+		if len(vs) < w.versionPage {
+			return total, handled, nil
+		}
+		last := vs[len(vs)-1]
+		curID, curV = last.id, last.version
 	}
-	return total, nil
+}
+
+// versions returns a page of the versions of ids after the cursor (id,
+// version), in that order.
+func (w *Watcher) versions(ctx context.Context, ids []string, curID string, curV uint64) ([]incidentVersion, error) {
+	rows, err := w.d.db.Conn().Query(ctx, `SELECT incident_id, version, status, toUInt32(resolved_at) > 0, payload
+FROM incidents
+WHERE has(?, incident_id) AND (incident_id, version) > (?, ?)
+ORDER BY incident_id, version
+LIMIT ?`, ids, curID, curV, w.versionPage)
+	if err != nil {
+		return nil, fmt.Errorf("read incident versions for alerts: %w", err)
+	}
+	defer rows.Close()
+	var vs []incidentVersion
+	for rows.Next() {
+		var v incidentVersion
+		if err := rows.Scan(&v.id, &v.version, &v.status, &v.resolved, &v.payload); err != nil {
+			return nil, fmt.Errorf("scan incident version: %w", err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read incident versions for alerts: %w", err)
+	}
+	return vs, nil
 }
