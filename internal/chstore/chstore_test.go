@@ -72,7 +72,7 @@ func TestMigrate(t *testing.T) {
 	}
 	rows.Close()
 	sort.Strings(names)
-	want := []string{"alert_attempts", "alert_outbox", "culprit_history", "culprits", "engine_samples", "gpu_health_minute", "gpu_samples", "incidents",
+	want := []string{"alert_attempts", "alert_claims", "alert_outbox", "culprit_history", "culprits", "engine_samples", "gpu_health_minute", "gpu_samples", "incidents",
 		"p99_by_model_minute", "rejected_input", "requests", "schema_migrations", "tail_requests", "token_stalls"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("tables after migrating on ClickHouse %s:\n got %v\nwant %v", st.Version(), names, want)

@@ -73,6 +73,17 @@ type Config struct {
 	// flight.
 	Batch       int `json:"batch,omitempty"`
 	Concurrency int `json:"concurrency,omitempty"`
+	// ClaimSettle is how long a dispatcher waits between inserting its
+	// claims on a scan's deliveries and reading them back (claim.go): the
+	// bound on a claim insert's time to commit that makes one dispatcher
+	// of N win each attempt. Default 1s; a claim insert that takes half of
+	// it is not acted on.
+	ClaimSettle Duration `json:"claim_settle,omitempty"`
+	// ClaimLease is how long a claim holds: after it, a dispatcher that
+	// died mid-delivery no longer blocks the attempt. Default (0): long
+	// enough for a whole scan (settle + ⌈batch/concurrency⌉ × the longest
+	// receiver timeout + the recording of the attempts + 30s).
+	ClaimLease Duration `json:"claim_lease,omitempty"`
 }
 
 // DefaultConfig has no receivers and the default delivery policy: up to 20
@@ -86,6 +97,7 @@ func DefaultConfig() Config {
 		PollInterval:   Duration(2 * time.Second),
 		Batch:          100,
 		Concurrency:    4,
+		ClaimSettle:    Duration(time.Second),
 	}
 }
 
@@ -115,6 +127,9 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = d.Concurrency
 	}
+	if c.ClaimSettle == 0 {
+		c.ClaimSettle = d.ClaimSettle
+	}
 	c.Receivers = append([]Receiver(nil), c.Receivers...)
 	for i := range c.Receivers {
 		r := &c.Receivers[i]
@@ -126,6 +141,37 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
+}
+
+// maxTimeout is the longest receiver timeout.
+func (c Config) maxTimeout() time.Duration {
+	if len(c.Receivers) == 0 {
+		return defaultReceiverTimeout
+	}
+	var t time.Duration
+	for _, r := range c.Receivers {
+		if r.Timeout != 0 {
+			t = max(t, time.Duration(r.Timeout))
+		} else {
+			t = max(t, defaultReceiverTimeout)
+		}
+	}
+	return t
+}
+
+// minLease is the shortest lease in which one delivery can be claimed,
+// sent and recorded.
+func (c Config) minLease() time.Duration {
+	return time.Duration(c.ClaimSettle) + c.maxTimeout() + recordTimeout
+}
+
+// lease is ClaimLease, or the default: a whole scan's deliveries in turn.
+func (c Config) lease() time.Duration {
+	if c.ClaimLease != 0 {
+		return time.Duration(c.ClaimLease)
+	}
+	rounds := time.Duration((c.Batch + c.Concurrency - 1) / max(c.Concurrency, 1))
+	return time.Duration(c.ClaimSettle) + rounds*c.maxTimeout() + recordTimeout + 30*time.Second
 }
 
 // Validate reports every mistake, after defaults are applied.
@@ -150,6 +196,12 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 64 {
 		bad("concurrency %d: want 1..64", c.Concurrency)
+	}
+	if c.ClaimSettle < Duration(10*time.Millisecond) || c.ClaimSettle > Duration(time.Minute) {
+		bad("claim_settle %v: want 10ms..1m", time.Duration(c.ClaimSettle))
+	}
+	if c.ClaimLease != 0 && (time.Duration(c.ClaimLease) <= c.minLease() || c.ClaimLease > Duration(24*time.Hour)) {
+		bad("claim_lease %v: want more than claim_settle + the longest receiver timeout + %v (%v), at most 24h", time.Duration(c.ClaimLease), recordTimeout, c.minLease())
 	}
 	if len(c.Receivers) > 100 {
 		bad("%d receivers: at most 100", len(c.Receivers))

@@ -59,3 +59,22 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimLease: the default lease covers a whole scan; a set lease too
+// short to claim, send and record one delivery is refused.
+func TestClaimLease(t *testing.T) {
+	c := DefaultConfig()
+	c.Receivers = []Receiver{{Name: "a", URL: "https://h.example/x", Timeout: Duration(2 * time.Second)}, {Name: "b", URL: "https://h.example/y"}}
+	c = c.withDefaults()
+	if got, want := c.lease(), time.Second+25*10*time.Second+recordTimeout+30*time.Second; got != want {
+		t.Errorf("default lease %v, want %v (settle + 25 rounds of the longest timeout + recording + 30s)", got, want)
+	}
+	c.ClaimLease = Duration(20 * time.Second)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "claim_lease") {
+		t.Errorf("a 20s lease with a 10s receiver timeout: %v, want a claim_lease error", err)
+	}
+	c.ClaimLease = Duration(2 * time.Minute)
+	if err := c.Validate(); err != nil {
+		t.Errorf("a 2m lease: %v", err)
+	}
+}

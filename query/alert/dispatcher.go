@@ -3,12 +3,15 @@ package alert
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +36,10 @@ type Options struct {
 	ReportURL func(incidentID string) string
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Owner names this dispatcher in its claims (alert_claims.claim_id);
+	// default: host name, process id and a random suffix. Dispatchers
+	// sharing a database must have different owners.
+	Owner string
 }
 
 // Dispatcher enqueues incident events into the outbox and delivers them.
@@ -54,6 +61,18 @@ type Dispatcher struct {
 	enqMu sync.Mutex    // serialises Enqueue's read-then-insert
 	wake  chan struct{} // Enqueue → Run, capacity 1
 	m     *metrics
+
+	owner string
+	// deliverMu serialises DeliverDue; it guards what follows.
+	deliverMu sync.Mutex
+	claimSeq  uint64
+	// unrecorded holds the attempt rows of a scan whose write failed: the
+	// attempts happened (a POST may have been delivered) and must not be
+	// made again. While it is not empty no new attempt is made; its write
+	// is retried at recordNext, backing off.
+	unrecorded  [][]any
+	recordNext  time.Time
+	recordTries int
 }
 
 type receiver struct {
@@ -73,7 +92,10 @@ func NewDispatcher(db Store, cfg Config, opts Options) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{db: db, cfg: cfg, log: opts.Logger, now: opts.Now, rand: opts.Rand, reportURL: opts.ReportURL,
-		receivers: map[string]receiver{}, wake: make(chan struct{}, 1)}
+		receivers: map[string]receiver{}, wake: make(chan struct{}, 1), owner: opts.Owner}
+	if d.owner == "" {
+		d.owner = defaultOwner()
+	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,6 +199,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, ev Event) (int, error) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -185,12 +208,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-d.wake:
 		}
 		n, err := d.DeliverDue(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.log.Warn("alert dispatch scan failed", "err", err)
-		}
 		wait := time.Duration(d.cfg.PollInterval)
-		if n == d.cfg.Batch {
-			wait = 0 // a full batch: more are probably due
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// ClickHouse failing: back off (PollInterval doubling to
+			// MaxBackoff), not a warning and a scan every PollInterval.
+			failures++
+			for i := 1; i < failures && wait < time.Duration(d.cfg.MaxBackoff); i++ {
+				wait *= 2
+			}
+			wait = min(wait, max(time.Duration(d.cfg.MaxBackoff), time.Duration(d.cfg.PollInterval)))
+			d.log.Warn("alert dispatch scan failed", "err", err, "failures", failures, "next_in", wait)
+		case err == nil:
+			failures = 0
+			if n == d.cfg.Batch {
+				wait = 0 // a full batch: more are probably due
+			}
 		}
 		if !t.Stop() {
 			select {
@@ -202,11 +235,33 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-// DeliverDue runs one scan: it attempts every due delivery (at most Batch,
-// Concurrency at a time), records each attempt, and returns how many it
-// attempted.
+// DeliverDue runs one scan: it claims the due deliveries (at most Batch;
+// see claim.go), attempts those it won, Concurrency at a time, records
+// each attempt, and returns how many it attempted.
+//
+// When the attempt rows cannot be written, the attempts are kept in memory
+// and no new attempt is made until they are: a delivered POST is not sent
+// again because its record is missing (the dispatcher used to re-send it at
+// every scan, every 2 s for 24 h, while ClickHouse took reads but refused
+// writes). The write is retried with backoff (InitialBackoff doubling to
+// MaxBackoff); meanwhile DeliverDue returns the write's error at each retry
+// and does nothing in between.
 func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
 	now := d.now()
+	if len(d.unrecorded) > 0 {
+		if now.Before(d.recordNext) {
+			return 0, nil
+		}
+		if err := d.record(ctx, d.unrecorded); err != nil {
+			d.recordTries++
+			d.recordNext = now.Add(d.recordBackoff(d.recordTries))
+			return 0, fmt.Errorf("record %d delivery attempts (held since their write failed; no new attempt until it succeeds): %w", len(d.unrecorded), err)
+		}
+		d.unrecorded, d.recordTries = nil, 0
+		d.m.unrecorded.Set(0)
+	}
 	list, err := due(ctx, d.db, now, outboxLookback(time.Duration(d.cfg.MaxAge)), d.cfg.Batch)
 	if err != nil {
 		return 0, err
@@ -214,16 +269,12 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 	if len(list) == 0 {
 		return 0, nil
 	}
-	idSet := map[string]bool{}
-	var ids []string
-	for _, p := range list {
-		if !idSet[p.deliveryID] {
-			idSet[p.deliveryID] = true
-			ids = append(ids, p.deliveryID)
-		}
-	}
-	docs, err := payloads(ctx, d.db, ids)
+	docs, err := payloads(ctx, d.db, deliveryIDs(list))
 	if err != nil {
+		return 0, err
+	}
+	list, claimID, claimed, err := d.claim(ctx, list)
+	if err != nil || len(list) == 0 {
 		return 0, err
 	}
 	results := make([][]any, len(list))
@@ -234,30 +285,63 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = d.attempt(ctx, p, docs[p.deliveryID])
+			results[i] = d.attempt(ctx, p, docs[p.deliveryID], claimed)
 		}()
 	}
 	wg.Wait()
 	var rows [][]any
-	for _, r := range results {
+	var skipped []pending
+	for i, r := range results {
 		if r != nil {
 			rows = append(rows, r)
+		} else {
+			skipped = append(skipped, list[i])
 		}
 	}
-	// Recorded even when ctx has ended, so a delivery that happened is not
-	// repeated needlessly; bounded by its own timeout.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := d.db.Insert(rctx, attemptsTable, rows); err != nil {
-		// The deliveries will be attempted again: at least once.
-		return len(list), fmt.Errorf("record %d delivery attempts: %w", len(rows), err)
+	d.release(ctx, claimID, skipped)
+	if len(rows) == 0 {
+		return len(list), nil
+	}
+	if err := d.record(ctx, rows); err != nil {
+		d.unrecorded, d.recordTries = rows, 1
+		d.recordNext = d.now().Add(d.recordBackoff(1))
+		d.m.unrecorded.Set(float64(len(rows)))
+		return len(list), fmt.Errorf("record %d delivery attempts (held in memory, retried with backoff): %w", len(rows), err)
 	}
 	return len(list), nil
 }
 
+// record writes attempt rows, even when ctx has ended (so a delivery that
+// happened is not repeated needlessly), bounded by recordTimeout.
+func (d *Dispatcher) record(ctx context.Context, rows [][]any) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := d.db.Insert(rctx, attemptsTable, rows); err != nil {
+		d.m.recordFailures.Inc()
+		return err
+	}
+	return nil
+}
+
+// recordBackoff is the wait after the n-th failed write of attempt rows:
+// InitialBackoff doubling to MaxBackoff (no jitter: one writer).
+func (d *Dispatcher) recordBackoff(n int) time.Duration {
+	b := time.Duration(d.cfg.InitialBackoff)
+	for i := 1; i < n && b < time.Duration(d.cfg.MaxBackoff); i++ {
+		b *= 2
+	}
+	return min(b, time.Duration(d.cfg.MaxBackoff))
+}
+
 // attempt delivers one (delivery, receiver) and returns its attempt row,
-// or nil when ctx ended mid-flight (nothing is recorded; it is retried).
-func (d *Dispatcher) attempt(ctx context.Context, p pending, doc []byte) []any {
+// or nil when nothing was sent and nothing is to be recorded: ctx ended
+// mid-flight, or the claim made at claimed (monotonic) has no room left for
+// the receiver's timeout and the recording before its lease runs out. The
+// caller releases the claims of those.
+func (d *Dispatcher) attempt(ctx context.Context, p pending, doc []byte, claimed time.Time) []any {
+	if r, ok := d.receivers[p.receiver]; ok && time.Since(claimed)+time.Duration(r.Timeout)+recordTimeout >= d.cfg.lease() {
+		return nil
+	}
 	start := d.now()
 	n := uint32(p.attempts + 1)
 	row := func(state string, code int, errText string, next time.Time) []any {
@@ -376,9 +460,12 @@ func redact(err error, u string) error {
 }
 
 type metrics struct {
-	enqueued *prometheus.CounterVec
-	skipped  *prometheus.CounterVec
-	attempts *prometheus.CounterVec
+	enqueued       *prometheus.CounterVec
+	skipped        *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	claims         *prometheus.CounterVec
+	recordFailures prometheus.Counter
+	unrecorded     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -389,13 +476,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Events not enqueued because an earlier event of the incident covers them, by reason."}, []string{"reason"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "attempts_total",
 			Help: "Delivery attempts by receiver and resulting state (delivered, retry, failed)."}, []string{"receiver", "state"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "claims_total",
+			Help: "Claims on due deliveries by result: won (attempted here), lost (another dispatcher's), slow (the claim insert took half the settle time: not acted on), released."}, []string{"result"}),
+		recordFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tailcause", Subsystem: "alert", Name: "record_failures_total",
+			Help: "Failed writes of delivery attempt rows (retried with backoff; no new attempt is made meanwhile)."}),
+		unrecorded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tailcause", Subsystem: "alert", Name: "unrecorded_attempts",
+			Help: "Delivery attempts made but not yet recorded in ClickHouse (held in memory, never re-sent by this dispatcher)."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.enqueued, m.skipped, m.attempts} {
+		for _, c := range []prometheus.Collector{m.enqueued, m.skipped, m.attempts, m.claims, m.recordFailures, m.unrecorded} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register alert metrics: %w", err)
 			}
 		}
 	}
 	return m, nil
+}
+
+// defaultOwner names a dispatcher uniquely enough: host, process, random.
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }

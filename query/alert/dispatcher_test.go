@@ -110,6 +110,7 @@ func testConfig(receivers ...Receiver) Config {
 	c.InitialBackoff = Duration(time.Second)
 	c.MaxBackoff = Duration(8 * time.Second)
 	c.Concurrency = 2
+	c.ClaimSettle = Duration(200 * time.Millisecond) // every scan with due rows waits it
 	return c
 }
 

@@ -7,8 +7,11 @@
 // and alert_attempts, migration 0003_alerts.sql): Enqueue writes the outbox
 // rows before anything is sent; a Dispatcher scans for undelivered rows,
 // delivers with exponential backoff and jitter, and appends one attempt row
-// per try, so no alert is lost across restarts or receiver outages. Delivery
-// is at least once; the X-Tailcause-Delivery id
-// (<incident_id>:<version>:<event>) lets a receiver drop repeats. A Watcher
-// derives the events from the incidents table the causal stage writes.
+// per try, so no alert is lost across restarts or receiver outages. The
+// dispatchers of several replicas claim each attempt in alert_claims
+// (claim.go) so that one of them makes it: an event is delivered once, and
+// at least once when a replica dies between a POST and its record; the
+// X-Tailcause-Delivery id (<incident_id>:<version>:<event>) lets a
+// receiver drop such repeats. A Watcher derives the events from the
+// incidents table the causal stage writes, newest first and paged.
 package alert

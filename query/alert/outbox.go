@@ -40,7 +40,7 @@ type pending struct {
 	version                          uint64
 	event                            EventKind
 	createdNs                        uint64
-	attempts                         uint64 // attempts so far
+	attempts                         uint64 // the newest attempt's number (0: none yet)
 }
 
 // outboxLookback is how far back the scan looks: MaxAge plus a margin, so
@@ -66,7 +66,7 @@ FROM
 ) AS o
 ANY LEFT JOIN
 (
-    SELECT delivery_id, receiver, count() AS attempts, argMax(state, attempted_ns) AS state, argMax(next_attempt_ns, attempted_ns) AS next_ns
+    SELECT delivery_id, receiver, toUInt64(max(attempt)) AS attempts, argMax(state, attempted_ns) AS state, argMax(next_attempt_ns, attempted_ns) AS next_ns
     FROM alert_attempts
     WHERE attempted_at >= toDateTime(?)
     GROUP BY delivery_id, receiver
