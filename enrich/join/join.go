@@ -163,6 +163,11 @@ type Joiner struct {
 	emits      int // Emit calls, to space out gc
 	stats      Stats
 	hostGen    uint64 // incarnations handed out (hostState.gen)
+	// changed: input or output since the last gc, which ran at stream time
+	// gcAt. With neither, another gc would find nothing to do: an idle
+	// join costs nothing however much state it holds.
+	changed bool
+	gcAt    uint64
 	// nEngines and nGPUs count the tracked entities over all hosts.
 	nEngines, nGPUs int
 }
@@ -242,6 +247,9 @@ func (j *Joiner) host(name string) *hostState {
 
 // AddSamples adds metric samples to the per-host state.
 func (j *Joiner) AddSamples(samples []normalize.Sample) {
+	if len(samples) > 0 {
+		j.changed = true
+	}
 	cutoff := j.cutoff()
 	for i := range samples {
 		s := &samples[i]
@@ -290,6 +298,7 @@ func (j *Joiner) AddSamples(samples []normalize.Sample) {
 
 // AddSpans adds the requests and steps of one record.
 func (j *Joiner) AddSpans(b *normalize.Batch, ref Ref) {
+	j.changed = true
 	held := false
 	for i := range b.Requests {
 		r := b.Requests[i]
@@ -428,9 +437,14 @@ func (j *Joiner) Emit(flush bool) []Output {
 		j.stats.ForcedByCapacity++
 	}
 	// Trimming walks every retained sample, request id and trace: do it on
-	// every 16th call (and on flush), not on every tick.
-	if j.emits++; flush || j.emits%16 == 0 {
+	// every 16th call (and on flush), not on every tick, and only when
+	// something happened since the last time.
+	if len(out) > 0 {
+		j.changed = true
+	}
+	if j.emits++; flush || (j.emits%16 == 0 && (j.changed || j.StreamTime() != j.gcAt)) {
 		j.gc()
+		j.changed, j.gcAt = false, j.StreamTime()
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].Row.EndNs != out[b].Row.EndNs {
