@@ -62,16 +62,27 @@ func NewWatcher(d *Dispatcher, every, lookback time.Duration) *Watcher {
 		incidentPage: incidentPage, versionPage: versionPage}
 }
 
-// Run scans until ctx ends; scan failures are logged and retried.
+// Run scans until ctx ends; scan failures are logged and retried, backing
+// off (the scan interval doubling to the dispatcher's MaxBackoff) while
+// they go on.
 func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.every)
-	defer t.Stop()
+	failures := 0
 	for {
+		wait := w.every
 		if _, err := w.Scan(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("incident watch scan failed", "err", err)
+			failures++
+			for i := 1; i < failures && wait < time.Duration(w.d.cfg.MaxBackoff); i++ {
+				wait *= 2
+			}
+			wait = min(wait, max(time.Duration(w.d.cfg.MaxBackoff), w.every))
+			w.log.Warn("incident watch scan failed", "err", err, "failures", failures, "next_in", wait)
+		} else {
+			failures = 0
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}
