@@ -32,7 +32,9 @@ import (
 // never acts on that claim and releases it. So B sees A's claim and loses.
 // On a single server an acknowledged insert is visible to every later read;
 // on a replicated cluster the alert tables need insert_quorum and
-// select_sequential_consistency for the same to hold.
+// select_sequential_consistency for the same to hold. The rule also takes
+// the server's clock not to step back (NTP slews it) while claims race: a
+// later claim dated earlier could win a second time.
 //
 // The lease bounds how long a dead dispatcher's claim holds. A dispatcher
 // posts only while its claim, counted from before its insert, still has
@@ -109,22 +111,24 @@ func (d *Dispatcher) claim(ctx context.Context, list []pending) ([]pending, stri
 		d.release(ctx, id, list)
 		return nil, id, start, err
 	}
-	var won, late []pending
+	var won, lost []pending
 	for _, p := range list {
 		k := keyOf(p)
 		switch {
 		case winners[k] != id:
-			d.m.claims.WithLabelValues("lost").Inc()
+			lost = append(lost, p)
 		case done[claimKey{k.deliveryID, k.receiver, 0}] >= k.attempt:
-			late = append(late, p) // attempted meanwhile, by a claimant whose lease ran out
+			lost = append(lost, p) // attempted meanwhile, by a claimant whose lease ran out
 		default:
 			won = append(won, p)
 		}
 	}
-	if len(late) > 0 {
-		d.m.claims.WithLabelValues("lost").Add(float64(len(late)))
-		d.release(ctx, id, late)
-	}
+	// A lost claim is released at once: left live, it would be the first
+	// claim of the next round if the winner gives its claim up unused, and
+	// stop everyone until it expired. Releasing it is safe: the claim that
+	// beat it is earlier, so it decides any later read-back alike.
+	d.m.claims.WithLabelValues("lost").Add(float64(len(lost)))
+	d.release(ctx, id, lost)
 	d.m.claims.WithLabelValues("won").Add(float64(len(won)))
 	return won, id, start, nil
 }
