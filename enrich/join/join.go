@@ -483,9 +483,13 @@ func (j *Joiner) popOldest() Output {
 // series are therefore evicted only when p < min(cutoff, the earliest
 // arrival among the host's pending requests) − MaxSampleAge, where cutoff
 // (stream time − Retention) is the point behind which samples are trimmed
-// anyway; a request taken later with an arrival before the cutoff has
-// lost those samples to the trim already. A host left with no entity and
-// no pending request is forgotten.
+// anyway, so a request taken later that arrives at or after the cutoff is
+// safe too. From one that arrived before the cutoff (a span delivered more
+// than Retention late, or a request longer than it) eviction can take only
+// the one point the trim keeps before the cutoff, of a series silent for
+// longer than Retention + MaxSampleAge; its other samples before the
+// cutoff were trimmed already. A host left with no entity and no pending
+// request is forgotten.
 func (j *Joiner) gc() {
 	cutoff := j.cutoff()
 	maxAge := uint64(j.cfg.MaxSampleAge)
