@@ -44,7 +44,7 @@ import (
 const envOtelcolBin = "TAILCAUSE_OTELCOL_BIN"
 
 // otelcolBinary returns the Collector build, or skips (fails under CI).
-func otelcolBinary(t *testing.T) string {
+func otelcolBinary(t testing.TB) string {
 	t.Helper()
 	path := os.Getenv(envOtelcolBin)
 	if path == "" {
@@ -67,7 +67,7 @@ func otelcolBinary(t *testing.T) string {
 	return path
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
