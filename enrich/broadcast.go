@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
 // metricRec is what the broadcast metric readers hand the join: the samples
@@ -81,7 +82,7 @@ func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, spanTim
 	var parts []kafka.Partition
 	for {
 		var err error
-		parts, err = lookupPartitions(ctx, p.cfg.Brokers, p.cfg.MetricsTopic)
+		parts, err = lookupPartitions(ctx, p.cfg.Brokers, p.cfg.Kafka, p.cfg.MetricsTopic)
 		if err == nil && len(parts) > 0 {
 			break
 		}
@@ -111,10 +112,10 @@ func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, spanTim
 	wg.Wait()
 }
 
-func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]kafka.Partition, error) {
+func lookupPartitions(ctx context.Context, brokers []string, sec kafkax.Security, topic string) ([]kafka.Partition, error) {
 	var last error
 	for _, b := range brokers {
-		parts, err := (&kafka.Dialer{Timeout: 5 * time.Second}).LookupPartitions(ctx, "tcp", b, topic)
+		parts, err := sec.Dialer("tailcause-enrich", 5*time.Second).LookupPartitions(ctx, "tcp", b, topic)
 		if err == nil {
 			return parts, nil
 		}
@@ -129,7 +130,8 @@ func lookupPartitions(ctx context.Context, brokers []string, topic string) ([]ka
 // holds more (its high watermark).
 func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.Time, spanTime *atomic.Uint64, out chan<- metricRec) {
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: p.cfg.Brokers, Topic: p.cfg.MetricsTopic, Partition: part,
+		Brokers: p.cfg.Brokers, Dialer: p.cfg.Kafka.Dialer("tailcause-enrich-broadcast", 10*time.Second),
+		Topic: p.cfg.MetricsTopic, Partition: part,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond,
 		ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: time.Second,
 	})

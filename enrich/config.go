@@ -6,12 +6,17 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/enrich/join"
+	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/schemas"
 )
 
 // Config is the enricher's configuration.
 type Config struct {
-	Brokers         []string
+	Brokers []string
+	// Kafka is how every client of the enricher (span and sample groups,
+	// broadcast readers, the dead-letter writer) reaches the brokers: TLS,
+	// SASL. The zero value is PLAINTEXT.
+	Kafka           kafkax.Security
 	GroupID         string // consumer group of the span topic (the join)
 	SamplesGroupID  string // consumer group of the metric topic (raw samples to ClickHouse)
 	SpansTopic      string

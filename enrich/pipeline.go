@@ -132,6 +132,7 @@ func (p *Pipeline) decodeMetrics(b []byte) (normalize.Batch, error) {
 func (p *Pipeline) runSpans(ctx context.Context) error {
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:          p.cfg.Brokers,
+		Dialer:           p.cfg.Kafka.Dialer("tailcause-enrich", 10*time.Second),
 		GroupID:          p.cfg.GroupID,
 		Topic:            p.cfg.SpansTopic,
 		MinBytes:         1,

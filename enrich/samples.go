@@ -17,7 +17,8 @@ import (
 // and dead-letters undecodable metric records.
 func (p *Pipeline) runSamples(ctx context.Context) error {
 	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: p.cfg.Brokers, GroupID: p.cfg.SamplesGroupID, Topic: p.cfg.MetricsTopic,
+		Brokers: p.cfg.Brokers, Dialer: p.cfg.Kafka.Dialer("tailcause-samples", 10*time.Second),
+		GroupID: p.cfg.SamplesGroupID, Topic: p.cfg.MetricsTopic,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, StartOffset: kafka.FirstOffset,
 		CommitInterval: 0, ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: time.Second,
 		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,

@@ -164,6 +164,7 @@ func rowJSON(t chstore.Table, row []any) []byte {
 func (p *Pipeline) deadLetterProducer() (*kafkax.Producer, error) {
 	pc := kafkax.DefaultConfig()
 	pc.Brokers = p.cfg.Brokers
+	pc.Security = p.cfg.Kafka
 	pc.ClientID = "tailcause-enrich-deadletter"
 	pc.BatchBytes = int64(p.cfg.DeadLetterMaxBytes) - deadLetterBatchOverhead
 	return kafkax.NewProducer(pc)

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,10 @@ type Config struct {
 	// that receiver (at least one must be set).
 	GRPCAddr string
 	HTTPAddr string
+	// TLS, when set, is served on both listeners (OTLP/gRPC with TLS
+	// transport credentials, OTLP/HTTP as HTTPS); its ClientAuth decides
+	// whether clients must present a certificate. Nil: plain TCP.
+	TLS *tls.Config
 	// Token, when set, is the bearer token every request must carry
 	// (HTTP "Authorization: Bearer <token>", gRPC metadata "authorization").
 	Token string

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,7 +26,11 @@ import (
 )
 
 func (s *Server) newGRPCServer() *grpc.Server {
-	srv := grpc.NewServer(
+	var creds []grpc.ServerOption
+	if s.cfg.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(s.cfg.TLS.Clone())))
+	}
+	srv := grpc.NewServer(append(creds,
 		// MaxRecvMsgSize bounds the message after decompression too:
 		// grpc-go stops inflating at the limit (the gzip-bomb guard).
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
@@ -35,7 +40,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		// a unary message before any interceptor or handler runs).
 		grpc.InTapHandle(s.grpcTap),
 		grpc.MaxConcurrentStreams(uint32(s.cfg.MaxInFlight)),
-	)
+	)...)
 	ptraceotlp.RegisterGRPCServer(srv, &traceService{s: s})
 	pmetricotlp.RegisterGRPCServer(srv, &metricService{s: s})
 	plogotlp.RegisterGRPCServer(srv, &logService{s: s})

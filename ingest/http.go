@@ -120,8 +120,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sig signal, e
 	defer unbudget()
 	var items int
 	var encode encodeFunc
-	switch sig {
-	case signalTraces:
+	switch {
+	case sig == signalTraces && e == encProtobuf:
+		// As bytes, like OTLP/gRPC (traceswire.go). The records are copied
+		// out of body before it goes back to the pool.
+		n, err := validateTraces(body)
+		if err != nil {
+			return malformed(sig, e, err)
+		}
+		items = n
+		encode = func(en *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
+			return en.AppendTracesProto(dst, buf, body)
+		}
+	case sig == signalTraces:
 		req := ptraceotlp.NewExportRequest()
 		if err := decode(req, body, e); err != nil {
 			return malformed(sig, e, err)
@@ -131,7 +142,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sig signal, e
 		encode = func(en *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
 			return en.AppendTraces(dst, buf, td)
 		}
-	case signalMetrics:
+	case sig == signalMetrics:
 		req := pmetricotlp.NewExportRequest()
 		if err := decode(req, body, e); err != nil {
 			return malformed(sig, e, err)
@@ -141,7 +152,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sig signal, e
 		encode = func(en *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
 			return en.AppendMetrics(dst, buf, md)
 		}
-	case signalLogs:
+	case sig == signalLogs:
 		req := plogotlp.NewExportRequest()
 		if err := decode(req, body, e); err != nil {
 			return malformed(sig, e, err)

@@ -164,15 +164,20 @@ func (s *Server) Start(ctx context.Context) error {
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
+		serve := s.httpSrv.Serve
+		if s.cfg.TLS != nil {
+			s.httpSrv.TLSConfig = s.cfg.TLS.Clone() // ServeTLS adds h2 to its NextProtos
+			serve = func(l net.Listener) error { return s.httpSrv.ServeTLS(l, "", "") }
+		}
 		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
-			if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.serveErr <- fmt.Errorf("serve otlp/http: %w", err)
 			}
 		}()
 	}
-	s.log.Info("ingest listening", "grpc", addrString(s.grpcLis), "http", addrString(s.httpLis), "auth", s.tokenHash != nil)
+	s.log.Info("ingest listening", "grpc", addrString(s.grpcLis), "http", addrString(s.httpLis), "auth", s.tokenHash != nil, "tls", s.cfg.TLS != nil)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,7 @@ type pipelineOptions struct {
 	brokers            []string
 	grpcAddr, httpAddr string
 	token              string
+	tls                *tls.Config // the OTLP listeners'; nil: plain TCP
 	enrich             enrich.Config
 	reg                prometheus.Registerer
 	// spans, metrics, logs override the topic names (tests use fresh ones).
@@ -55,6 +57,9 @@ func startPipeline(ctx context.Context, e *env, st *chstore.Store, o pipelineOpt
 	}
 	pc := kafkax.DefaultConfig()
 	pc.Brokers = p.brokers
+	if !o.embedded {
+		pc.Security = o.enrich.Kafka
+	}
 	prod, err := kafkax.NewProducer(pc)
 	if err != nil {
 		p.close()
@@ -62,7 +67,7 @@ func startPipeline(ctx context.Context, e *env, st *chstore.Store, o pipelineOpt
 	}
 	p.producer = prod
 	ic := ingest.DefaultConfig()
-	ic.GRPCAddr, ic.HTTPAddr, ic.Token = o.grpcAddr, o.httpAddr, o.token
+	ic.GRPCAddr, ic.HTTPAddr, ic.Token, ic.TLS = o.grpcAddr, o.httpAddr, o.token, o.tls
 	ec := o.enrich
 	ec.Brokers = p.brokers
 	if o.spans != "" {
@@ -136,13 +141,29 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", "", "bearer token required by ingest (default env TAILCAUSE_INGEST_TOKEN; prefer the env: flags show in ps)")
 	noAuth := fs.Bool("insecure-no-auth", false, "accept OTLP without a bearer token (no token may be set then): for a trusted network only")
 	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
+	tokenFile := fs.String("token-file", e.getenv("TAILCAUSE_INGEST_TOKEN_FILE"), "file holding the bearer token (env TAILCAUSE_INGEST_TOKEN_FILE)")
+	var lt listenTLSFlags
+	lt.register(fs, e, "the OTLP listeners (gRPC and HTTP)")
 	var of obsFlags
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	eo.apply(&ec, &sf)
-	*token = orDefault(*token, envToken)
+	var err error
+	if *token, err = tokenFrom(*token, envToken, "TAILCAUSE_INGEST_TOKEN", *tokenFile); err != nil {
+		return err
+	}
+	if ec.Kafka, err = eo.kafka.security(); err != nil {
+		return err
+	}
+	if *embedded && ec.Kafka.String() != "plaintext" {
+		return fmt.Errorf("%w: --embedded-kafka runs a plaintext in-process broker: drop the --kafka-tls and --kafka-sasl flags", errUsage)
+	}
+	listenTLS, err := lt.config()
+	if err != nil {
+		return err
+	}
 	check := ec
 	if *embedded {
 		check.Brokers = []string{"embedded:0"} // chosen at start
@@ -157,18 +178,18 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	defer st.Close()
 	reg := obs.NewRegistry()
 	p, err := startPipeline(ctx, e, st, pipelineOptions{
-		embedded: *embedded, brokers: ec.Brokers, grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, enrich: ec, reg: reg,
+		embedded: *embedded, brokers: ec.Brokers, grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, tls: listenTLS, enrich: ec, reg: reg,
 	})
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(enrichCollectors(p.enrich)...)
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(p.brokers, ec.SpansTopic, ec.MetricsTopic))
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(p.brokers, ec.Kafka, ec.SpansTopic, ec.MetricsTopic))
 	if err != nil {
 		p.close()
 		return err
 	}
 	defer stopObs()
-	e.log.Info("ingest + enrich running", "otlp_grpc", p.ingest.GRPCAddr(), "otlp_http", p.ingest.HTTPAddr(), "kafka", p.brokers, "embedded_kafka", *embedded, "clickhouse", sf.addr)
+	e.log.Info("ingest + enrich running", "otlp_grpc", p.ingest.GRPCAddr(), "otlp_http", p.ingest.HTTPAddr(), "kafka", p.brokers, "kafka_security", ec.Kafka.String(), "embedded_kafka", *embedded, "clickhouse", sf.where())
 	return p.run(ctx)
 }

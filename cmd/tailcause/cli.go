@@ -122,6 +122,28 @@ var envDocs = map[string]string{
 	"TAILCAUSE_INGEST_TOKEN":        "bearer token OTLP clients must send (--token)",
 	"TAILCAUSE_QUERY_TOKEN":         "bearer token of the HTTP API, at least 16 bytes (--token)",
 	"TAILCAUSE_QUERY_BASE_URL":      "external URL of the query server, for report links in alerts (--base-url)",
+	// Connection security (secure.go; README "Security").
+	"TAILCAUSE_CLICKHOUSE_DSN":             "ClickHouse DSN, instead of --clickhouse; may hold the password (--clickhouse-dsn)",
+	"TAILCAUSE_CLICKHOUSE_PASSWORD_FILE":   "file holding the ClickHouse password (--clickhouse-password-file)",
+	"TAILCAUSE_CLICKHOUSE_TLS":             "true: connect to ClickHouse over TLS (--clickhouse-tls)",
+	"TAILCAUSE_CLICKHOUSE_TLS_CA":          "PEM CAs of ClickHouse's certificate (--clickhouse-tls-ca)",
+	"TAILCAUSE_CLICKHOUSE_TLS_CERT":        "PEM client certificate for ClickHouse (--clickhouse-tls-cert)",
+	"TAILCAUSE_CLICKHOUSE_TLS_KEY":         "PEM key of the ClickHouse client certificate (--clickhouse-tls-key)",
+	"TAILCAUSE_CLICKHOUSE_TLS_SERVER_NAME": "name to check in ClickHouse's certificate (--clickhouse-tls-server-name)",
+	"TAILCAUSE_KAFKA_TLS":                  "true: connect to Kafka over TLS (--kafka-tls)",
+	"TAILCAUSE_KAFKA_TLS_CA":               "PEM CAs of the brokers' certificates (--kafka-tls-ca)",
+	"TAILCAUSE_KAFKA_TLS_CERT":             "PEM client certificate for the brokers (--kafka-tls-cert)",
+	"TAILCAUSE_KAFKA_TLS_KEY":              "PEM key of the Kafka client certificate (--kafka-tls-key)",
+	"TAILCAUSE_KAFKA_TLS_SERVER_NAME":      "name to check in the brokers' certificates (--kafka-tls-server-name)",
+	"TAILCAUSE_KAFKA_SASL_MECHANISM":       "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (--kafka-sasl-mechanism)",
+	"TAILCAUSE_KAFKA_SASL_USER":            "Kafka SASL user (--kafka-sasl-user)",
+	"TAILCAUSE_KAFKA_SASL_PASSWORD":        "Kafka SASL password (no flag: flags show in ps)",
+	"TAILCAUSE_KAFKA_SASL_PASSWORD_FILE":   "file holding the Kafka SASL password (--kafka-sasl-password-file)",
+	"TAILCAUSE_TLS_CERT":                   "PEM certificate the listeners serve (--tls-cert)",
+	"TAILCAUSE_TLS_KEY":                    "PEM key of that certificate (--tls-key)",
+	"TAILCAUSE_TLS_CLIENT_CA":              "PEM CAs of the client certificates the listeners require (--tls-client-ca)",
+	"TAILCAUSE_INGEST_TOKEN_FILE":          "file holding the ingest bearer token (--token-file)",
+	"TAILCAUSE_QUERY_TOKEN_FILE":           "file holding the query API bearer token (--token-file)",
 }
 
 // versionString is the version with the toolchain and, when the binary

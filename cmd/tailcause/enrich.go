@@ -15,6 +15,7 @@ import (
 type enrichOpts struct {
 	brokers *string
 	maxAge  eventAgeFlag
+	kafka   kafkaSecurityFlags
 }
 
 // apply sets what the flags derive: the brokers, and the replay horizon
@@ -56,6 +57,7 @@ func (f *eventAgeFlag) Set(v string) error {
 func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *enrichOpts {
 	o := &enrichOpts{}
 	o.brokers = fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), strings.Join(cfg.Brokers, ",")), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
+	o.kafka.register(fs, e)
 	fs.StringVar(&cfg.GroupID, "group", cfg.GroupID, "consumer group of the span topic")
 	fs.StringVar(&cfg.SamplesGroupID, "samples-group", cfg.SamplesGroupID, "consumer group of the metric topic")
 	fs.StringVar(&cfg.Encoding, "encoding", cfg.Encoding, "record encoding: otlp_proto or otlp_json (as the Collector's kafka exporter)")
@@ -84,6 +86,10 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	eo.apply(&cfg, &sf)
+	var err error
+	if cfg.Kafka, err = eo.kafka.security(); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -98,12 +104,12 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	}
 	reg := obs.NewRegistry()
 	reg.MustRegister(enrichCollectors(p)...)
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(cfg.Brokers, cfg.SpansTopic, cfg.MetricsTopic))
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(cfg.Brokers, cfg.Kafka, cfg.SpansTopic, cfg.MetricsTopic))
 	if err != nil {
 		return err
 	}
 	defer stopObs()
-	e.log.Info("enrich running", "kafka", cfg.Brokers, "clickhouse", sf.addr, "database", sf.database)
+	e.log.Info("enrich running", "kafka", cfg.Brokers, "kafka_security", cfg.Kafka.String(), "clickhouse", sf.where(), "database", sf.database)
 	return p.Run(ctx)
 }
 

@@ -24,6 +24,11 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	token := fs.String("token", "", "bearer token clients must send (default env TAILCAUSE_INGEST_TOKEN). Prefer the env: flags show in ps")
 	noAuth := fs.Bool("insecure-no-auth", false, "accept OTLP without a bearer token (no token may be set then): for a trusted network only")
 	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
+	tokenFile := fs.String("token-file", e.getenv("TAILCAUSE_INGEST_TOKEN_FILE"), "file holding the bearer token (env TAILCAUSE_INGEST_TOKEN_FILE)")
+	var ks kafkaSecurityFlags
+	ks.register(fs, e)
+	var lt listenTLSFlags
+	lt.register(fs, e, "the OTLP listeners (gRPC and HTTP)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", cfg.MaxBodyBytes, "largest request body in bytes, after decompression")
 	fs.Int64Var(&cfg.MaxWireBytes, "max-wire-body", cfg.MaxWireBytes, "largest request body in bytes as sent (compressed)")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "requests handled at once; more get 429 / RESOURCE_EXHAUSTED")
@@ -39,7 +44,16 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	cfg.Token = orDefault(*token, envToken)
+	var err error
+	if cfg.Token, err = tokenFrom(*token, envToken, "TAILCAUSE_INGEST_TOKEN", *tokenFile); err != nil {
+		return err
+	}
+	if pcfg.Security, err = ks.security(); err != nil {
+		return err
+	}
+	if cfg.TLS, err = lt.config(); err != nil {
+		return err
+	}
 	pcfg.Brokers = splitList(*brokers)
 	// Every record must fit one produce batch.
 	pcfg.BatchBytes = max(pcfg.BatchBytes, int64(cfg.Encoding.MaxMessageBytes)+64<<10)
@@ -58,12 +72,12 @@ func cmdIngest(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	stopObs, err := of.start(ctx, e, reg, obs.KafkaCheck(pcfg.Brokers, cfg.TracesTopic, cfg.MetricsTopic, cfg.LogsTopic))
+	stopObs, err := of.start(ctx, e, reg, obs.KafkaCheck(pcfg.Brokers, pcfg.Security, cfg.TracesTopic, cfg.MetricsTopic, cfg.LogsTopic))
 	if err != nil {
 		return err
 	}
 	defer stopObs()
-	e.log.Info("ingest starting", "kafka", pcfg.Brokers, "grpc", cfg.GRPCAddr, "http", cfg.HTTPAddr, "metrics", of.addr)
+	e.log.Info("ingest starting", "kafka", pcfg.Brokers, "kafka_security", pcfg.Security.String(), "grpc", cfg.GRPCAddr, "http", cfg.HTTPAddr, "tls", cfg.TLS != nil, "metrics", of.addr)
 	if err := srv.Run(ctx); err != nil {
 		return fmt.Errorf("run ingest: %w", err)
 	}

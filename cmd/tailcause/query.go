@@ -28,6 +28,9 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&cfg.Token, "token", "", "bearer token of the API, at least 16 bytes (default env TAILCAUSE_QUERY_TOKEN; prefer the env: flags show in ps)")
 	envToken := e.getenv("TAILCAUSE_QUERY_TOKEN") // never a flag default: defaults are printed
+	tokenFile := fs.String("token-file", e.getenv("TAILCAUSE_QUERY_TOKEN_FILE"), "file holding the bearer token (env TAILCAUSE_QUERY_TOKEN_FILE)")
+	var lt listenTLSFlags
+	lt.register(fs, e, "the API listener (--listen)")
 	fs.BoolVar(&cfg.AllowNoAuth, "no-auth", false, "serve without authentication (local demos only)")
 	fs.StringVar(&cfg.BaseURL, "base-url", e.getenv("TAILCAUSE_QUERY_BASE_URL"), "external URL of this server, for report links in alerts (env TAILCAUSE_QUERY_BASE_URL)")
 	fs.DurationVar(&cfg.MaxRange, "max-range", cfg.MaxRange, "longest time range of request-level queries")
@@ -37,13 +40,24 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	cfg.Token = orDefault(cfg.Token, envToken)
+	var err error
+	if cfg.Token, err = tokenFrom(cfg.Token, envToken, "TAILCAUSE_QUERY_TOKEN", *tokenFile); err != nil {
+		return err
+	}
+	listenTLS, err := lt.config()
+	if err != nil {
+		return err
+	}
+	scheme := "http://"
+	if listenTLS != nil {
+		scheme = "https://"
+	}
 	if cfg.BaseURL == "" && *listen != "" {
 		if host, port, err := net.SplitHostPort(*listen); err == nil {
 			if host == "" || host == "0.0.0.0" || host == "::" {
 				host = "127.0.0.1"
 			}
-			cfg.BaseURL = "http://" + net.JoinHostPort(host, port)
+			cfg.BaseURL = scheme + net.JoinHostPort(host, port)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -92,11 +106,16 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	e.log.Info("query API listening", "addr", ln.Addr().String(), "database", st.Database(), "auth", cfg.Token != "")
+	serve := hs.Serve
+	if listenTLS != nil {
+		hs.TLSConfig = listenTLS
+		serve = func(l net.Listener) error { return hs.ServeTLS(l, "", "") }
+	}
+	e.log.Info("query API listening", "addr", ln.Addr().String(), "database", st.Database(), "auth", cfg.Token != "", "tls", listenTLS != nil)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("serve http: %w", err)
 			cancel()
 		}

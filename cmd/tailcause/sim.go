@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
 // cmdSim runs the fault lab: a simulated LLM-serving fleet that emits
@@ -42,7 +43,9 @@ func cmdSim(ctx context.Context, e *env, args []string) error {
 		metricTopic = fs.String("kafka-metrics-topic", "otlp_metrics", "Kafka topic for metrics")
 		truthPath   = fs.String("truth", "", `write the ground truth JSON here ("-": standard output; default: next to --out, else sim-truth.json)`)
 		progress    = fs.Bool("progress", false, "print progress to standard error")
+		ks          kafkaSecurityFlags
 	)
+	ks.register(fs, e)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause sim [flags]\n\nSimulate an LLM-serving fleet with injected faults and emit its telemetry.\n\nflags:")
 		fs.PrintDefaults()
@@ -52,6 +55,10 @@ func cmdSim(ctx context.Context, e *env, args []string) error {
 	}
 	if *list {
 		return listScenarios(e.stdout)
+	}
+	sec, err := ks.security()
+	if err != nil {
+		return err
 	}
 
 	sc, err := faultlab.LoadScenario(*scenario)
@@ -91,7 +98,7 @@ func cmdSim(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
-	sinks, closers, err := openSinks(*out, *otlpGRPC, *otlpHTTP, *kafkaAddr, *spansTopic, *metricTopic)
+	sinks, closers, err := openSinks(*out, *otlpGRPC, *otlpHTTP, *kafkaAddr, *spansTopic, *metricTopic, sec)
 	if err != nil {
 		return err
 	}
@@ -157,7 +164,7 @@ func listScenarios(w io.Writer) error {
 	return tw.Flush()
 }
 
-func openSinks(out, grpcAddr, httpURL, brokers, spansTopic, metricsTopic string) (sink.Multi, []io.Closer, error) {
+func openSinks(out, grpcAddr, httpURL, brokers, spansTopic, metricsTopic string, sec kafkax.Security) (sink.Multi, []io.Closer, error) {
 	var sinks sink.Multi
 	var closers []io.Closer
 	fail := func(err error) (sink.Multi, []io.Closer, error) {
@@ -188,7 +195,7 @@ func openSinks(out, grpcAddr, httpURL, brokers, spansTopic, metricsTopic string)
 		sinks = append(sinks, h)
 	}
 	if brokers != "" {
-		k, err := sink.NewKafka(sink.KafkaConfig{Brokers: strings.Split(brokers, ","), TracesTopic: spansTopic, MetricsTopic: metricsTopic})
+		k, err := sink.NewKafka(sink.KafkaConfig{Brokers: strings.Split(brokers, ","), TracesTopic: spansTopic, MetricsTopic: metricsTopic, Security: sec})
 		if err != nil {
 			return fail(err)
 		}

@@ -19,6 +19,7 @@ type storeFlags struct {
 	addr, database, user, password string
 	ttl                            ttlFlag
 	log                            *slog.Logger
+	sec                            chSecurityFlags // DSN, TLS, password file (secure.go)
 }
 
 // replayCommands write fault-lab data, which is dated in the past (early
@@ -32,6 +33,7 @@ func (s *storeFlags) register(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&s.database, "database", orDefault(e.getenv("TAILCAUSE_DATABASE"), d.Database), "ClickHouse database (env TAILCAUSE_DATABASE)")
 	fs.StringVar(&s.user, "clickhouse-user", orDefault(e.getenv("TAILCAUSE_CLICKHOUSE_USER"), d.Username), "ClickHouse user")
 	s.password = e.getenv("TAILCAUSE_CLICKHOUSE_PASSWORD")
+	s.sec.register(fs, e)
 	s.ttl = ttlFlag(d.TTL)
 	if replayCommands[fs.Name()] {
 		s.ttl = 0
@@ -46,6 +48,9 @@ func (s *storeFlags) config() chstore.Config {
 	c := chstore.DefaultConfig()
 	c.Addr, c.Database, c.Username, c.Password = s.addr, s.database, s.user, s.password
 	c.TTL, c.Logger = time.Duration(s.ttl), s.log
+	if s.sec.loaded {
+		c.Password, c.DSN, c.TLS = s.sec.password, s.sec.dsn, s.sec.tlsCfg
+	}
 	return c
 }
 
@@ -89,6 +94,9 @@ func (t *ttlFlag) Set(v string) error {
 
 // open connects and migrates, retrying while the server is not up yet.
 func (s *storeFlags) open(ctx context.Context, e *env, migrate bool) (*chstore.Store, error) {
+	if err := s.sec.load(s.password); err != nil {
+		return nil, err
+	}
 	if err := s.config().Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err) // waiting will not fix the flags
 	}
@@ -112,14 +120,14 @@ func (s *storeFlags) open(ctx context.Context, e *env, migrate bool) (*chstore.S
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		e.log.Warn("waiting for ClickHouse", "addr", s.addr, "err", err)
+		e.log.Warn("waiting for ClickHouse", "addr", s.where(), "err", err)
 		select {
 		case <-time.After(2 * time.Second):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	return nil, fmt.Errorf("connect to ClickHouse at %s: %w", s.addr, last)
+	return nil, fmt.Errorf("connect to ClickHouse at %s: %w", s.where(), last)
 }
 
 func orDefault(v, d string) string {

@@ -21,7 +21,13 @@ func cmdTopics(ctx context.Context, e *env, args []string) error {
 	replication := fs.Int("replication", 0, "replication factor for topics it creates (0: as declared in schemas/kafka/topics.json)")
 	check := fs.Bool("check", false, "only validate: fail if a topic is missing or has other partition counts")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	var ks kafkaSecurityFlags
+	ks.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	sec, err := ks.security()
+	if err != nil {
 		return err
 	}
 	if *replication < 0 {
@@ -41,7 +47,7 @@ func cmdTopics(ctx context.Context, e *env, args []string) error {
 	if *check {
 		apply = kafkax.CheckTopics
 	}
-	states, err := apply(ctx, list, topics, *replication)
+	states, err := apply(ctx, list, sec, topics, *replication)
 	if len(states) > 0 {
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOPIC\tSTATE\tPARTITIONS\tREPLICATION\tPROBLEMS")

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +22,7 @@ import (
 
 // Config says where the store is.
 type Config struct {
-	Addr        string        // host:port of the native protocol
+	Addr        string        // host:port of the native protocol (unless DSN)
 	Database    string        // created when missing
 	Username    string        // default "default"
 	Password    string        //
@@ -34,6 +35,17 @@ type Config struct {
 	// a telemetry table's differs). DefaultConfig: schemas.DefaultTTL (30
 	// days).
 	TTL time.Duration
+	// DSN, when set, says where the server is instead of Addr, in
+	// clickhouse-go's format (clickhouse.ParseDSN, native protocol only):
+	// several hosts (clickhouse://h1:9440,h2:9440/db), user and password,
+	// secure=true (TLS), skip_verify, tls_server_name, settings. A database
+	// it names replaces Database; Username and Password fill what it leaves
+	// out. It may hold a password: no error or log line shows it.
+	DSN string
+	// TLS, when set, secures every connection (a CA bundle, a client
+	// certificate: tlsfiles.ClientConfig); it replaces the TLS settings a
+	// DSN's secure=true would make.
+	TLS *tls.Config
 	// Logger gets the store's warnings (rows inserted older than their
 	// table's TTL, TTL mismatches); nil: slog.Default().
 	Logger *slog.Logger
@@ -46,7 +58,12 @@ func DefaultConfig() Config {
 
 // Validate reports a configuration mistake.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if c.DSN != "" {
+		var err error
+		if c, _, err = c.resolve(); err != nil {
+			return err
+		}
+	} else if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("clickhouse address %q: %w", c.Addr, err)
 	}
 	if c.Database == "" || strings.ContainsAny(c.Database, "`\"' .;") {
@@ -101,6 +118,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.DSN != "" {
+		cfg, _, _ = cfg.resolve() // its hosts and database, for the messages below
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -138,13 +158,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 func dial(cfg Config, db string) (driver.Conn, error) {
-	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:         []string{cfg.Addr},
-		Auth:         clickhouse.Auth{Database: db, Username: cfg.Username, Password: cfg.Password},
-		DialTimeout:  cfg.DialTimeout,
-		MaxOpenConns: cfg.MaxConns,
-		MaxIdleConns: cfg.MaxConns,
-	})
+	opts, err := cfg.options(db)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %s: %w", cfg.Addr, err)
 	}

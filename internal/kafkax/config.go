@@ -34,6 +34,9 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Compression is none, gzip, snappy, lz4 or zstd.
 	Compression string
+	// Security is how the producer reaches the brokers (TLS, SASL); the
+	// zero value is PLAINTEXT.
+	Security Security
 }
 
 // DefaultConfig returns a configuration for brokers on localhost:9092.

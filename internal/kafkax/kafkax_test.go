@@ -190,10 +190,10 @@ func TestEnsureTopics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	if _, err := kafkax.CheckTopics(ctx, brokers, declared, 0); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := kafkax.CheckTopics(ctx, brokers, kafkax.Security{}, declared, 0); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("check on an empty cluster: %v, want missing topics", err)
 	}
-	states, err := kafkax.EnsureTopics(ctx, brokers, declared, 1)
+	states, err := kafkax.EnsureTopics(ctx, brokers, kafkax.Security{}, declared, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestEnsureTopics(t *testing.T) {
 			t.Errorf("first run: %+v", st)
 		}
 	}
-	states, err = kafkax.EnsureTopics(ctx, brokers, declared, 1)
+	states, err = kafkax.EnsureTopics(ctx, brokers, kafkax.Security{}, declared, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestEnsureTopics(t *testing.T) {
 			t.Errorf("second run: %+v", st)
 		}
 	}
-	if _, err := kafkax.CheckTopics(ctx, brokers, declared, 0); err != nil {
+	if _, err := kafkax.CheckTopics(ctx, brokers, kafkax.Security{}, declared, 0); err != nil {
 		t.Errorf("check after create: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func TestEnsureTopics(t *testing.T) {
 func TestEnsureTopicsPartitionMismatch(t *testing.T) {
 	_, brokers := kafkaxtest.Cluster(t, 2, schemas.TopicSpans)
 	declared := []schemas.Topic{{Name: schemas.TopicSpans, Partitions: 6, ReplicationFactor: 1}}
-	states, err := kafkax.EnsureTopics(context.Background(), brokers, declared, 0)
+	states, err := kafkax.EnsureTopics(context.Background(), brokers, kafkax.Security{}, declared, 0)
 	if err == nil || !strings.Contains(err.Error(), "has 2 partitions, declared 6") {
 		t.Fatalf("err = %v, want a partition mismatch", err)
 	}

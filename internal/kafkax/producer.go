@@ -29,10 +29,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("configure kafka producer: %w", err)
 	}
 	codec, _ := compression(cfg.Compression)
-	t := &kafka.Transport{
-		ClientID:    cfg.ClientID,
-		DialTimeout: cfg.MetadataTimeout,
-	}
+	t := cfg.Security.Transport(cfg.ClientID, cfg.MetadataTimeout)
 	w := &kafka.Writer{
 		Addr:            kafka.TCP(cfg.Brokers...),
 		Balancer:        kafka.Murmur2Balancer{},

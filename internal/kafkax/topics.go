@@ -35,24 +35,24 @@ const adminTimeout = 15 * time.Second
 // replicationOverride when it is > 0), and validates the ones that do. It
 // returns an error naming every topic whose partition count differs from
 // the declaration.
-func EnsureTopics(ctx context.Context, brokers []string, topics []schemas.Topic, replicationOverride int) ([]TopicState, error) {
-	return syncTopics(ctx, brokers, topics, replicationOverride, true)
+func EnsureTopics(ctx context.Context, brokers []string, sec Security, topics []schemas.Topic, replicationOverride int) ([]TopicState, error) {
+	return syncTopics(ctx, brokers, sec, topics, replicationOverride, true)
 }
 
 // CheckTopics validates the declared topics without changing anything; a
 // missing topic is an error.
-func CheckTopics(ctx context.Context, brokers []string, topics []schemas.Topic, replicationOverride int) ([]TopicState, error) {
-	return syncTopics(ctx, brokers, topics, replicationOverride, false)
+func CheckTopics(ctx context.Context, brokers []string, sec Security, topics []schemas.Topic, replicationOverride int) ([]TopicState, error) {
+	return syncTopics(ctx, brokers, sec, topics, replicationOverride, false)
 }
 
-func syncTopics(ctx context.Context, brokers []string, topics []schemas.Topic, replicationOverride int, create bool) ([]TopicState, error) {
+func syncTopics(ctx context.Context, brokers []string, sec Security, topics []schemas.Topic, replicationOverride int, create bool) ([]TopicState, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("sync topics: no brokers given")
 	}
 	if replicationOverride < 0 {
 		return nil, fmt.Errorf("sync topics: replication %d: must be >= 0", replicationOverride)
 	}
-	t := &kafka.Transport{ClientID: "tailcause-topics", DialTimeout: adminTimeout}
+	t := sec.Transport("tailcause-topics", adminTimeout)
 	defer t.CloseIdleConnections()
 	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: adminTimeout, Transport: t}
 

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
 // Pinger is what ClickHouseCheck needs: *chstore.Store and clickhouse-go's
@@ -29,15 +30,17 @@ func ClickHouseCheck(p Pinger) Check {
 // KafkaCheck is ready when one of brokers answers a metadata request that
 // lists at least one broker and, for each of topics, the topic with every
 // partition led. Each run dials anew and closes its connections, so an
-// idle role holds no Kafka connection for its probes.
-func KafkaCheck(brokers []string, topics ...string) Check {
+// idle role holds no Kafka connection for its probes. sec is how the role's
+// own clients reach the brokers (TLS, SASL).
+func KafkaCheck(brokers []string, sec kafkax.Security, topics ...string) Check {
 	brokers = append([]string(nil), brokers...)
 	topics = append([]string(nil), topics...)
 	return Check{Name: "kafka", Run: func(ctx context.Context) error {
 		if len(brokers) == 0 {
 			return errors.New("no brokers configured")
 		}
-		transport := &kafka.Transport{Dial: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, MetadataTTL: time.Second}
+		transport := sec.Transport("tailcause-readyz", 5*time.Second)
+		transport.MetadataTTL = time.Second
 		defer transport.CloseIdleConnections()
 		client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
 		// With no topics named, kafka-go asks for every topic: small on

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/testkit"
 )
 
@@ -237,21 +238,21 @@ func TestChecksRealServices(t *testing.T) {
 	}
 
 	topic := testkit.FreshTopic(t, kafkaAddr, 2)
-	if err := KafkaCheck([]string{kafkaAddr}).Run(ctx); err != nil {
+	if err := KafkaCheck([]string{kafkaAddr}, kafkax.Security{}).Run(ctx); err != nil {
 		t.Errorf("kafka check: %v", err)
 	}
-	if err := KafkaCheck([]string{kafkaAddr}, topic).Run(ctx); err != nil {
+	if err := KafkaCheck([]string{kafkaAddr}, kafkax.Security{}, topic).Run(ctx); err != nil {
 		t.Errorf("kafka check with topic: %v", err)
 	}
-	if err := KafkaCheck([]string{kafkaAddr}, topic, topic+"-absent").Run(ctx); err == nil || !strings.Contains(err.Error(), "absent") {
+	if err := KafkaCheck([]string{kafkaAddr}, kafkax.Security{}, topic, topic+"-absent").Run(ctx); err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("kafka check with a missing topic: %v", err)
 	}
-	if err := KafkaCheck(nil).Run(ctx); err == nil {
+	if err := KafkaCheck(nil, kafkax.Security{}).Run(ctx); err == nil {
 		t.Error("kafka check without brokers passed")
 	}
 	short, cancel2 := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel2()
-	if err := KafkaCheck([]string{"127.0.0.1:1"}).Run(short); err == nil {
+	if err := KafkaCheck([]string{"127.0.0.1:1"}, kafkax.Security{}).Run(short); err == nil {
 		t.Error("kafka check against a closed port passed")
 	}
 }

@@ -96,6 +96,15 @@ func (e *Encoder) AppendTraces(dst []kafkax.Record, buf []byte, td ptrace.Traces
 	return e.appendTracesProto(dst, buf, req)
 }
 
+// AppendTracesProto is AppendTraces for a marshalled
+// ExportTraceServiceRequest, without a pdata tree: the records hold req's
+// resources, scopes and spans as they were sent (copied into buf; req is not
+// kept). req must be a request pdata's unmarshaller accepts (ingest checks
+// it first): the splitter refuses some malformed input, not all of it.
+func (e *Encoder) AppendTracesProto(dst []kafkax.Record, buf []byte, req []byte) ([]kafkax.Record, []byte, error) {
+	return e.appendTracesProto(dst, buf, req)
+}
+
 // AppendMetrics appends one record per ResourceMetrics in md, keyed by the
 // 16-byte resource-attribute hash.
 func (e *Encoder) AppendMetrics(dst []kafkax.Record, buf []byte, md pmetric.Metrics) ([]kafkax.Record, []byte, error) {

@@ -21,6 +21,8 @@ type KafkaConfig struct {
 	// 1,000,000, the Collector's default): larger payloads are split at
 	// resource, scope and span boundaries, as the Collector splits them.
 	MaxMessageBytes int
+	// Security is how the producer reaches the brokers (TLS, SASL).
+	Security kafkax.Security
 }
 
 // Kafka writes what the Collector's kafka exporter writes with encoding
@@ -62,6 +64,7 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	}
 	pc := kafkax.DefaultConfig()
 	pc.Brokers = cfg.Brokers
+	pc.Security = cfg.Security
 	pc.ClientID = "tailcause-faultlab"
 	pc.MaxAttempts = 5
 	pc.WriteTimeout = 30 * time.Second
