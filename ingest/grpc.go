@@ -8,8 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -41,25 +39,10 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		grpc.InTapHandle(s.grpcTap),
 		grpc.MaxConcurrentStreams(uint32(s.cfg.MaxInFlight)),
 	)...)
-	ptraceotlp.RegisterGRPCServer(srv, &traceService{s: s})
+	srv.RegisterService(&rawTraceService, s) // traceswire.go: no pdata tree
 	pmetricotlp.RegisterGRPCServer(srv, &metricService{s: s})
 	plogotlp.RegisterGRPCServer(srv, &logService{s: s})
 	return srv
-}
-
-type traceService struct {
-	ptraceotlp.UnimplementedGRPCServer
-	s *Server
-}
-
-func (t *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	td := req.Traces()
-	var m ptrace.ProtoMarshaler
-	err := t.s.grpcExport(ctx, signalTraces, td.SpanCount(), m.TracesSize(td),
-		func(e *otlpkafka.Encoder, dst []kafkax.Record, buf []byte) ([]kafkax.Record, []byte, error) {
-			return e.AppendTraces(dst, buf, td)
-		})
-	return ptraceotlp.NewExportResponse(), err
 }
 
 type metricService struct {

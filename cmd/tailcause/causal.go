@@ -25,7 +25,6 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		scopes scopeFlag
 	)
 	sf.register(fs, e)
-	sf.registerNoMigrate(fs)
 	slo.register(fs)
 	var of obsFlags
 	of.register(fs, e)
@@ -56,7 +55,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, schemaMigrate)
+	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,6 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
-	sf.registerNoMigrate(fs)
 	cfg := enrich.DefaultConfig()
 	eo := enrichFlags(fs, e, &cfg)
 	var of obsFlags
@@ -94,7 +93,7 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, schemaMigrate)
+	st, err := sf.open(ctx, e, true)
 	if err != nil {
 		return err
 	}
