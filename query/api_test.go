@@ -359,6 +359,11 @@ func TestReadyzUnreachable(t *testing.T) {
 	defer conn.Close()
 	hs := nopServer(t, conn)
 	problem(t, hs, "GET", "/readyz", "", 503, "store-unavailable")
+	// It says which dependency failed, not where it is or what it said.
+	if _, _, body := call(t, hs, "GET", "/readyz", ""); !strings.Contains(string(body), "ClickHouse") ||
+		strings.Contains(string(body), "127.0.0.1") || strings.Contains(string(body), "dial") {
+		t.Errorf("/readyz shows internals or no check: %s", body)
+	}
 }
 
 // TestAPILimits: ranges, limits and parameters are checked before any query.

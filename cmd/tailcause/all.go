@@ -133,6 +133,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
+	sf.registerNoMigrate(fs)
 	ec := enrich.DefaultConfig()
 	eo := enrichFlags(fs, e, &ec)
 	embedded := fs.Bool("embedded-kafka", false, "run an in-process Kafka broker (kfake) instead of connecting to --kafka")
@@ -171,7 +172,7 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	if err := errors.Join(check.Validate(), checkIngestAuth(*token, *noAuth)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, true)
+	st, err := sf.open(ctx, e, schemaMigrate)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		scopes scopeFlag
 	)
 	sf.register(fs, e)
+	sf.registerNoMigrate(fs)
 	slo.register(fs)
 	var of obsFlags
 	of.register(fs, e)
@@ -55,7 +56,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, true)
+	st, err := sf.open(ctx, e, schemaMigrate)
 	if err != nil {
 		return err
 	}

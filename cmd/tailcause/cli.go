@@ -57,9 +57,11 @@ var helpDocs = map[string]helpDoc{
 		examples: []string{"TAILCAUSE_INGEST_TOKEN=dev-token-0123456789 tailcause all --embedded-kafka --clickhouse 127.0.0.1:9000"},
 	},
 	"migrate": {
-		synopsis: []string{"migrate [--clickhouse host:port] [--database db] [--ttl 30d]", "migrate --print [--ttl 30d]"},
-		about:    "Apply the embedded ClickHouse migrations (every role also does at start-up), or print their DDL.",
-		examples: []string{"tailcause migrate --clickhouse clickhouse:9000 --ttl 90d", "tailcause migrate --print --ttl 0"},
+		synopsis: []string{"migrate [--clickhouse host:port] [--database db] [--ttl 30d]", "migrate --check [--clickhouse host:port] [--database db]", "migrate --print [--ttl 30d]"},
+		about: "Apply the embedded ClickHouse migrations, check them without writing anything (--check: exit status 1 unless " +
+			"every one is applied), or print their DDL. The serving roles also migrate at start-up unless --no-migrate is " +
+			"given (the Kubernetes manifests run this as a Job and the roles with --no-migrate, so only this step needs DDL rights).",
+		examples: []string{"tailcause migrate --clickhouse clickhouse:9000 --ttl 90d", "tailcause migrate --check", "tailcause migrate --print --ttl 0"},
 	},
 	"topics": {
 		synopsis: []string{"topics [--kafka brokers] [--replication n] [--check]"},
@@ -75,7 +77,9 @@ var helpDocs = map[string]helpDoc{
 		synopsis: []string{"rank --from RFC3339 --to RFC3339 [--scope k=v[,k=v]] [--format json|table] [flags]"},
 		about: "Rank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and " +
 			"every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, " +
-			"when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way).",
+			"when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way). " +
+			"It creates and migrates nothing and reads only (--store also writes the incident): a read-only ClickHouse user will do, " +
+			"and a database without the current schema is an error naming `tailcause migrate`.",
 		examples: []string{
 			"tailcause rank --from 2026-11-30T09:00:00Z --to 2026-11-30T10:00:00Z",
 			"tailcause rank --from 2026-11-30T09:00:00Z --to 2026-11-30T10:00:00Z --scope model=llama-3-8b --slo-ms 4000 --format table",
@@ -90,8 +94,12 @@ var helpDocs = map[string]helpDoc{
 		synopsis: []string{"query [--listen 127.0.0.1:8080] [--webhooks file.json] [flags]"},
 		about: "Serve the HTTP API (schemas/openapi.json), incident report pages and, with --webhooks, the alert webhooks " +
 			"from the durable outbox. The API wants a bearer token (TAILCAUSE_QUERY_TOKEN); webhook secrets are read from " +
-			"the environment variables the webhooks config names.",
-		examples: []string{"TAILCAUSE_QUERY_TOKEN=$(cat /run/secrets/query-token) tailcause query --listen :8080 --webhooks /etc/tailcause/webhooks.json"},
+			"the environment variables the webhooks config names. /metrics (no token) and /readyz are also served on " +
+			"--metrics-addr. Without --webhooks it only reads: with --no-migrate a read-only ClickHouse user will do.",
+		examples: []string{
+			"TAILCAUSE_QUERY_TOKEN=$(cat /run/secrets/query-token) tailcause query --listen :8080 --webhooks /etc/tailcause/webhooks.json",
+			"TAILCAUSE_CLICKHOUSE_USER=reader TAILCAUSE_CLICKHOUSE_PASSWORD=... tailcause query --no-migrate --listen :8080   # read-only",
+		},
 	},
 	"demo": {
 		synopsis: []string{"demo [--scenario name] [--hold] [flags]"},

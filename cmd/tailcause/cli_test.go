@@ -129,6 +129,14 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"ingest"}, "no bearer token: set TAILCAUSE_INGEST_TOKEN (or --token), or pass --insecure-no-auth"},
 		{[]string{"all", "--embedded-kafka"}, "no bearer token"},
 		{[]string{"ingest", "--insecure-no-auth", "--token", "t0ken-0123456789"}, "--insecure-no-auth with a bearer token set"},
+		{[]string{"eval", "--runs", "-1"}, "--runs -1: want at least 1"},
+		{[]string{"eval", "--runs", "0"}, "--runs 0: want at least 1"},
+		{[]string{"eval", "--parallel", "0"}, "--parallel 0: want at least 1"},
+		{[]string{"demo", "--duration", "0s"}, "--duration 0s: want a positive simulated time"},
+		{[]string{"topics", "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"migrate", "--print", "--check"}, "--print and --check: pick one"},
+		{[]string{"enrich", "--no-migrate=maybe"}, `invalid boolean value "maybe" for -no-migrate`},
+		{[]string{"query", "--no-auth", "--metrics-addr", "9464"}, `--metrics-addr "9464"`},
 	} {
 		code, _, errs, took := runEnv(t, unreachable, 5*time.Second, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) || took > time.Second || strings.Contains(errs, "waiting for ClickHouse") {
@@ -137,13 +145,20 @@ func TestCLIFailsFast(t *testing.T) {
 	}
 }
 
-// secretEnv gives every variable a value; the secrets are recognisable.
+// secretEnv gives every secret the binary may read from the environment
+// (a token, a password, a webhook secret, a DSN with a password: any name
+// with TOKEN, PASSWORD, SECRET or DSN but not a _FILE path) a recognisable
+// value, and points the services where nothing listens.
 func secretEnv(k string) string {
-	switch k {
-	case "TAILCAUSE_INGEST_TOKEN", "TAILCAUSE_QUERY_TOKEN", "TAILCAUSE_CLICKHOUSE_PASSWORD":
-		return "s3cret-" + k
-	case "TAILCAUSE_CLICKHOUSE", "TAILCAUSE_KAFKA":
+	switch {
+	case k == "TAILCAUSE_CLICKHOUSE" || k == "TAILCAUSE_KAFKA":
 		return "127.0.0.1:1"
+	case strings.HasSuffix(k, "_FILE"):
+		return ""
+	case strings.Contains(k, "DSN"):
+		return "clickhouse://tailcause:s3cret-dsn@127.0.0.1:1/tailcause"
+	case strings.Contains(k, "TOKEN") || strings.Contains(k, "PASSWORD") || strings.Contains(k, "SECRET"):
+		return "s3cret-" + k
 	}
 	return ""
 }

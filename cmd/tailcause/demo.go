@@ -51,11 +51,14 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "[%d/6 %5.1fs] %s\n", step, time.Since(t0).Seconds(), fmt.Sprintf(format, a...))
 	}
 
+	if *duration <= 0 {
+		return fmt.Errorf("%w: --duration %v: want a positive simulated time, e.g. 20m", errUsage, *duration)
+	}
 	sc, err := faultlab.LoadScenario(*scenario)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, false)
+	st, err := sf.open(ctx, e, schemaConnect)
 	if err != nil {
 		return err
 	}

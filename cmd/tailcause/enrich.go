@@ -78,6 +78,7 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
+	sf.registerNoMigrate(fs)
 	cfg := enrich.DefaultConfig()
 	eo := enrichFlags(fs, e, &cfg)
 	var of obsFlags
@@ -93,7 +94,7 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	st, err := sf.open(ctx, e, true)
+	st, err := sf.open(ctx, e, schemaMigrate)
 	if err != nil {
 		return err
 	}

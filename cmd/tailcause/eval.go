@@ -43,6 +43,12 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
+	if *seedList == "" && *runs < 1 {
+		return fmt.Errorf("%w: --runs %d: want at least 1", errUsage, *runs)
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("%w: --parallel %d: want at least 1 run at once", errUsage, *parallel)
+	}
 	var seeds []uint64
 	if *seedList != "" {
 		for _, s := range splitList(*seedList) {

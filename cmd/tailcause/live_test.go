@@ -380,7 +380,7 @@ func runLive(ctx context.Context, c liveConfig) (*liveResult, error) {
 		return nil, err
 	}
 	roles = append(roles, causalRole)
-	queryRole, err := startRole(rctx, c.logDir, "query", getenv, append(store, "--listen", queryAddr, "--token", queryToken, "--webhooks", hooksCfg)...)
+	queryRole, err := startRole(rctx, c.logDir, "query", getenv, append(store, "--listen", queryAddr, "--token", queryToken, "--webhooks", hooksCfg, "--metrics-addr", "")...)
 	if err != nil {
 		return nil, err
 	}

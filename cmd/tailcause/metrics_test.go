@@ -90,6 +90,9 @@ func TestAllServesMetricsAndReadiness(t *testing.T) {
 		`tailcause_ingest_requests_total{signal="metrics",transport="http"}`:      "18",
 		`tailcause_ingest_accepted_items_total{signal="traces",transport="http"}`: "43",
 		"tailcause_enrich_unknown_metrics_total":                                  "13",
+		"tailcause_join_hosts":                                                    "1",
+		"tailcause_join_dropped_samples_total":                                    "0",
+		"tailcause_join_evicted_hosts_total":                                      "0",
 	}
 	var body string
 	for deadline := time.Now().Add(90 * time.Second); ; {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tailcause/tailcause/internal/obs"
 	"github.com/tailcause/tailcause/query"
 	"github.com/tailcause/tailcause/query/alert"
 )
@@ -24,6 +25,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	var sf storeFlags
 	sf.register(fs, e)
+	sf.registerNoMigrate(fs)
 	cfg := query.DefaultConfig()
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&cfg.Token, "token", "", "bearer token of the API, at least 16 bytes (default env TAILCAUSE_QUERY_TOKEN; prefer the env: flags show in ps)")
@@ -37,6 +39,8 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", cfg.QueryTimeout, "bound on the ClickHouse queries of one API request")
 	webhooks := fs.String("webhooks", "", "webhook receivers config (JSON, see deploy/config/webhooks.example.json); empty sends no alerts")
 	watch := fs.Duration("watch-every", 5*time.Second, "with --webhooks: how often to scan the incidents table for events (0 disables the watcher)")
+	var of obsFlags // /metrics where the pods are annotated to be scraped, besides the API's bearer-protected one
+	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -72,7 +76,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 		wcfg = &c
 	}
 
-	st, err := sf.open(ctx, e, true)
+	st, err := sf.open(ctx, e, schemaMigrate)
 	if err != nil {
 		return err
 	}
@@ -83,6 +87,11 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
+	if err != nil {
+		return err
+	}
+	defer stopObs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

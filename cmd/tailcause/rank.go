@@ -155,7 +155,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	if b := req.Baseline; b != nil && b.Start.Before(req.Window.End) && req.Window.Start.Before(b.End) {
 		return fmt.Errorf("%w: --baseline-from/--baseline-to overlap the window", errUsage)
 	}
-	st, err := sf.open(ctx, e, *store)
+	st, err := sf.open(ctx, e, schemaCheck)
 	if err != nil {
 		return err
 	}

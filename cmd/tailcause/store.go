@@ -20,6 +20,28 @@ type storeFlags struct {
 	ttl                            ttlFlag
 	log                            *slog.Logger
 	sec                            chSecurityFlags // DSN, TLS, password file (secure.go)
+	noMigrate                      bool            // --no-migrate (serving roles)
+}
+
+// schemaUse is what a subcommand does with the schema when it opens the
+// store.
+type schemaUse int
+
+const (
+	// schemaConnect only connects (creating the database): migrate, demo.
+	schemaConnect schemaUse = iota
+	// schemaMigrate applies pending migrations, or with --no-migrate
+	// (registerNoMigrate) checks them like schemaCheck: the serving roles.
+	schemaMigrate
+	// schemaCheck creates and writes nothing, and fails with
+	// chstore.ErrSchema unless every migration is applied: rank.
+	schemaCheck
+)
+
+// registerNoMigrate adds --no-migrate, for the serving roles.
+func (s *storeFlags) registerNoMigrate(fs *flag.FlagSet) {
+	fs.BoolVar(&s.noMigrate, "no-migrate", false, "do not apply the ClickHouse migrations at start-up (`tailcause migrate`, a separate step, does): "+
+		"create and alter nothing, and refuse to start unless the database holds every migration this binary needs")
 }
 
 // replayCommands write fault-lab data, which is dated in the past (early
@@ -92,29 +114,39 @@ func (t *ttlFlag) Set(v string) error {
 	return nil
 }
 
-// open connects and migrates, retrying while the server is not up yet.
-func (s *storeFlags) open(ctx context.Context, e *env, migrate bool) (*chstore.Store, error) {
+// open connects and migrates or checks the schema (use), retrying while
+// the server is not up yet.
+func (s *storeFlags) open(ctx context.Context, e *env, use schemaUse) (*chstore.Store, error) {
 	if err := s.sec.load(s.password); err != nil {
 		return nil, err
 	}
 	if err := s.config().Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err) // waiting will not fix the flags
 	}
+	if use == schemaMigrate && s.noMigrate {
+		use = schemaCheck
+	}
+	cfg := s.config()
+	cfg.NoCreate = use == schemaCheck
 	var last error
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		st, err := chstore.Open(ctx, s.config())
+		st, err := chstore.Open(ctx, cfg)
 		if err == nil {
-			if migrate {
-				if _, err := st.Migrate(ctx, e.log); err != nil {
-					st.Close()
-					return nil, err
-				}
+			switch use {
+			case schemaMigrate:
+				_, err = st.Migrate(ctx, e.log)
+			case schemaCheck:
+				err = st.CheckSchema(ctx)
+			}
+			if err != nil {
+				st.Close()
+				return nil, err
 			}
 			return st, nil
 		}
-		if errors.Is(err, chstore.ErrUnsupportedServer) {
-			return nil, err // waiting will not make the server newer
+		if errors.Is(err, chstore.ErrUnsupportedServer) || errors.Is(err, chstore.ErrSchema) {
+			return nil, err // waiting will not make the server newer, nor migrate it
 		}
 		last = err
 		if ctx.Err() != nil {

@@ -33,6 +33,9 @@ func cmdTopics(ctx context.Context, e *env, args []string) error {
 	if *replication < 0 {
 		return fmt.Errorf("%w: --replication %d: must be >= 0", errUsage, *replication)
 	}
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %v: must be positive", errUsage, *timeout)
+	}
 	list := splitList(*brokers)
 	if len(list) == 0 {
 		return fmt.Errorf("%w: --kafka: no brokers given", errUsage)

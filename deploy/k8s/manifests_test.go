@@ -2,16 +2,19 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -23,6 +26,12 @@ import (
 // roles are the tailcause subcommands deployed, one Deployment each.
 var roles = []string{"ingest", "enrich", "causal", "query"}
 
+// steps are the subcommands run once before the roles, one Job each, with
+// the arguments each must have: the migrations (the serving roles run with
+// --no-migrate) and the topics, with three replicas (topics.json declares
+// one, for the dev broker).
+var steps = map[string][]string{"migrate": {"migrate"}, "topics": {"topics", "--replication=3"}}
+
 // secretName and secretKeys: the Secret created out of band (README.md).
 const secretName = "tailcause-secrets"
 
@@ -32,6 +41,7 @@ var secretKeys = []string{"clickhouse-password", "ingest-token", "query-token", 
 type rendered struct {
 	dir         string
 	deployments map[string]*appsv1.Deployment
+	jobs        map[string]*batchv1.Job
 	services    map[string]*corev1.Service
 	configMaps  map[string]*corev1.ConfigMap
 	accounts    map[string]*corev1.ServiceAccount
@@ -53,7 +63,7 @@ func build(t *testing.T, dir string) *rendered {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	r := &rendered{
-		dir: dir, deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
+		dir: dir, deployments: map[string]*appsv1.Deployment{}, jobs: map[string]*batchv1.Job{}, services: map[string]*corev1.Service{},
 		configMaps: map[string]*corev1.ConfigMap{}, accounts: map[string]*corev1.ServiceAccount{},
 		namespaces: map[string]*corev1.Namespace{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, namespace: map[string]string{},
@@ -79,6 +89,10 @@ func build(t *testing.T, dir string) *rendered {
 			var o appsv1.Deployment
 			decode("apps/v1", &o)
 			r.deployments[name] = &o
+		case "Job":
+			var o batchv1.Job
+			decode("batch/v1", &o)
+			r.jobs[name] = &o
 		case "Service":
 			var o corev1.Service
 			decode("v1", &o)
@@ -124,9 +138,13 @@ func build(t *testing.T, dir string) *rendered {
 }
 
 // binaryFacts is what the tailcause binary accepts, read from its sources
-// in cmd/tailcause: subcommands, flag names, environment variables.
+// in cmd/tailcause: subcommands, flag names, environment variables, and
+// per subcommand (its file, cmd/tailcause/<name>.go) whether it serves the
+// observability listener (/metrics, /readyz: obsFlags) and takes
+// --no-migrate.
 type binaryFacts struct {
 	commands, flags, env map[string]bool
+	servesObs, noMigrate map[string]bool
 }
 
 func readBinaryFacts(t *testing.T) binaryFacts {
@@ -135,7 +153,7 @@ func readBinaryFacts(t *testing.T) binaryFacts {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no sources of cmd/tailcause: %v", err)
 	}
-	f := binaryFacts{commands: map[string]bool{}, flags: map[string]bool{}, env: map[string]bool{}}
+	f := binaryFacts{commands: map[string]bool{}, flags: map[string]bool{}, env: map[string]bool{}, servesObs: map[string]bool{}, noMigrate: map[string]bool{}}
 	cmdRe := regexp.MustCompile(`(?m)^\s*"([a-z]+)":\s*\{`)
 	flagRe := regexp.MustCompile(`fs\.\w+\(\s*(?:&[\w.]+,\s*)?"([a-z0-9-]+)"`)
 	envRe := regexp.MustCompile(`getenv\("(TAILCAUSE_[A-Z0-9_]+)"\)`)
@@ -148,6 +166,9 @@ func readBinaryFacts(t *testing.T) binaryFacts {
 			t.Fatal(err)
 		}
 		src := string(b)
+		name := strings.TrimSuffix(filepath.Base(path), ".go")
+		f.servesObs[name] = strings.Contains(src, "of.register(fs, e)") && strings.Contains(src, "of.start(")
+		f.noMigrate[name] = strings.Contains(src, "sf.registerNoMigrate(fs)")
 		if filepath.Base(path) == "main.go" {
 			for _, m := range cmdRe.FindAllStringSubmatch(src, -1) {
 				f.commands[m[1]] = true
@@ -160,7 +181,7 @@ func readBinaryFacts(t *testing.T) binaryFacts {
 			f.env[m[1]] = true
 		}
 	}
-	if !f.commands["enrich"] || !f.flags["clickhouse"] || !f.env["TAILCAUSE_KAFKA"] {
+	if !f.commands["enrich"] || !f.flags["clickhouse"] || !f.env["TAILCAUSE_KAFKA"] || !f.servesObs["enrich"] || !f.noMigrate["enrich"] {
 		t.Fatalf("could not read cmd/tailcause (commands %v): the patterns of this test need updating", f.commands)
 	}
 	return f
@@ -211,8 +232,8 @@ func checkProduction(t *testing.T, r *rendered) {
 	}
 }
 
-// checkTree: every role, wired to existing config, secrets, ports and the
-// binary's real subcommands, flags and environment variables.
+// checkTree: every role and step, wired to existing config, secrets, ports
+// and the binary's real subcommands, flags and environment variables.
 func checkTree(t *testing.T, r *rendered, namespace string) {
 	t.Helper()
 	facts := readBinaryFacts(t)
@@ -227,6 +248,9 @@ func checkTree(t *testing.T, r *rendered, namespace string) {
 	if len(r.deployments) != len(roles) {
 		t.Errorf("%s: %d Deployments, want %d (%v)", r.dir, len(r.deployments), len(roles), roles)
 	}
+	if len(r.jobs) != len(steps) {
+		t.Errorf("%s: %d Jobs, want %d (%v)", r.dir, len(r.jobs), len(steps), steps)
+	}
 	configMapKeys := map[string]bool{}
 	for _, role := range roles {
 		d := r.deployments["tailcause-"+role]
@@ -239,43 +263,9 @@ func checkTree(t *testing.T, r *rendered, namespace string) {
 		if matchesAll(d.Spec.Selector.MatchLabels, pod.Labels) != nil || len(d.Spec.Selector.MatchLabels) == 0 {
 			t.Errorf("%s: selector %v does not select its pods %v", where, d.Spec.Selector.MatchLabels, pod.Labels)
 		}
-		if pod.Labels["app.kubernetes.io/component"] != role {
-			t.Errorf("%s: component label %q", where, pod.Labels["app.kubernetes.io/component"])
-		}
-		if sa := pod.Spec.ServiceAccountName; r.accounts[sa] == nil {
-			t.Errorf("%s: service account %q not in the build", where, sa)
-		}
-		sc := pod.Spec.SecurityContext
-		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-			t.Errorf("%s: must run as non-root", where)
-		}
-		if len(pod.Spec.Containers) != 1 {
-			t.Fatalf("%s: %d containers, want 1", where, len(pod.Spec.Containers))
-		}
-		c := pod.Spec.Containers[0]
-		if !strings.Contains(c.Image, "tailcause") || len(c.Command) != 0 {
-			t.Errorf("%s: image %q command %v: the one tailcause image, its entrypoint", where, c.Image, c.Command)
-		}
-		if len(c.Args) == 0 || c.Args[0] != role {
-			t.Errorf("%s: args %v, want `tailcause %s ...`", where, c.Args, role)
-		} else if !facts.commands[role] {
-			t.Errorf("%s: cmd/tailcause has no subcommand %q", where, role)
-		}
-		for _, a := range c.Args[1:] {
-			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if !strings.HasPrefix(a, "-") || !facts.flags[name] {
-				t.Errorf("%s: argument %q is not a flag of cmd/tailcause", where, a)
-			}
-		}
-		if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem ||
-			c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
-			t.Errorf("%s: container must have a read-only root and no privilege escalation", where)
-		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
-			if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
-				t.Errorf("%s: %s request %s limit %s", where, res, req.String(), lim.String())
-			}
+		c, ok := checkPod(t, r, facts, where, role, pod, configMapKeys)
+		if !ok {
+			continue
 		}
 		ports := map[string]int32{}
 		for _, p := range c.Ports {
@@ -293,46 +283,56 @@ func checkTree(t *testing.T, r *rendered, namespace string) {
 				t.Errorf("%s: probe %s on port %q the container does not declare", where, want, probe.HTTPGet.Port.String())
 			}
 		}
-		// Configuration: the ConfigMap exists and holds only variables the
-		// binary reads; secrets come from the one Secret, by known keys.
-		for _, ef := range c.EnvFrom {
-			if ef.ConfigMapRef == nil {
-				t.Errorf("%s: envFrom other than a ConfigMap", where)
-				continue
+		// Where the pod is annotated to be scraped, the role serves
+		// /metrics: it runs the observability listener (obsFlags), on the
+		// annotated port (its --metrics-addr, default :9464).
+		if pod.Annotations["prometheus.io/scrape"] == "true" {
+			port := pod.Annotations["prometheus.io/port"]
+			addr := ":9464"
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--metrics-addr="); ok {
+					addr = v
+				}
 			}
-			cm := r.configMaps[ef.ConfigMapRef.Name]
-			if cm == nil {
-				t.Errorf("%s: ConfigMap %s not in the build", where, ef.ConfigMapRef.Name)
-				continue
-			}
-			for k := range cm.Data {
-				configMapKeys[k] = true
-			}
-		}
-		for _, ev := range c.Env {
-			if !facts.env[ev.Name] && !webhookSecretEnv(t, ev.Name) {
-				t.Errorf("%s: env %s is read neither by cmd/tailcause nor by a webhook receiver", where, ev.Name)
-			}
-			if ev.ValueFrom == nil || ev.ValueFrom.SecretKeyRef == nil {
-				t.Errorf("%s: env %s: plain values belong in the ConfigMap", where, ev.Name)
-				continue
-			}
-			ref := ev.ValueFrom.SecretKeyRef
-			if ref.Name != secretName || !slices.Contains(secretKeys, ref.Key) {
-				t.Errorf("%s: env %s from secret %s key %s; want %s with a key of %v", where, ev.Name, ref.Name, ref.Key, secretName, secretKeys)
+			if !facts.servesObs[role] {
+				t.Errorf("%s: annotated to be scraped, but `tailcause %s` serves no observability listener (cmd/tailcause/%s.go)", where, role, role)
+			} else if !strings.HasSuffix(addr, ":"+port) || pod.Annotations["prometheus.io/path"] != "/metrics" {
+				t.Errorf("%s: scraped at port %s path %s, but serves /metrics on %q", where, port, pod.Annotations["prometheus.io/path"], addr)
+			} else if n, _ := strconv.Atoi(port); !slices.Contains(slices.Collect(maps.Values(ports)), int32(n)) {
+				t.Errorf("%s: scrape port %s is not a declared container port (%v)", where, port, ports)
 			}
 		}
-		mounts := map[string]bool{}
-		for _, v := range pod.Spec.Volumes {
-			mounts[v.Name] = true
-			if v.ConfigMap != nil && r.configMaps[v.ConfigMap.Name] == nil {
-				t.Errorf("%s: volume %s: ConfigMap %s not in the build", where, v.Name, v.ConfigMap.Name)
-			}
+		// Only the migrate Job changes the schema.
+		if facts.noMigrate[role] && !slices.Contains(c.Args, "--no-migrate") {
+			t.Errorf("%s: args %v: a serving role runs with --no-migrate (the migrate Job migrates)", where, c.Args)
 		}
-		for _, m := range c.VolumeMounts {
-			if !mounts[m.Name] {
-				t.Errorf("%s: mount of undeclared volume %s", where, m.Name)
-			}
+	}
+	for step, wantArgs := range steps {
+		j := r.jobs["tailcause-"+step]
+		if j == nil {
+			t.Errorf("%s: no Job tailcause-%s", r.dir, step)
+			continue
+		}
+		where := r.dir + ": Job " + j.Name
+		pod := j.Spec.Template
+		c, ok := checkPod(t, r, facts, where, step, pod, configMapKeys)
+		if !ok {
+			continue
+		}
+		if !slices.Equal(c.Args, wantArgs) {
+			t.Errorf("%s: args %v, want %v", where, c.Args, wantArgs)
+		}
+		if rp := pod.Spec.RestartPolicy; rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
+			t.Errorf("%s: restartPolicy %q", where, rp)
+		}
+		if j.Spec.BackoffLimit == nil || j.Spec.ActiveDeadlineSeconds == nil {
+			t.Errorf("%s: want a backoffLimit and an activeDeadlineSeconds (a step that cannot finish must end)", where)
+		}
+		if j.Spec.TTLSecondsAfterFinished == nil {
+			t.Errorf("%s: want ttlSecondsAfterFinished: a finished Job's template cannot be changed by the next apply", where)
+		}
+		if c.LivenessProbe != nil || c.ReadinessProbe != nil || len(c.Ports) != 0 || pod.Annotations["prometheus.io/scrape"] != "" {
+			t.Errorf("%s: a step serves nothing: no probes, ports or scrape annotations", where)
 		}
 	}
 	for k := range configMapKeys {
@@ -346,6 +346,96 @@ func checkTree(t *testing.T, r *rendered, namespace string) {
 		}
 	}
 	checkServices(t, r, map[string][]int32{"tailcause-ingest": {4317, 4318}, "tailcause-query": {80}})
+}
+
+// checkPod checks what a role's and a step's pod share: labels, account,
+// security, the one tailcause container running `tailcause name` with real
+// flags, resources, and its configuration from the ConfigMap (whose keys it
+// adds to configMapKeys) and secrets from the one Secret. It returns the
+// container.
+func checkPod(t *testing.T, r *rendered, facts binaryFacts, where, name string, pod corev1.PodTemplateSpec, configMapKeys map[string]bool) (corev1.Container, bool) {
+	t.Helper()
+	if pod.Labels["app.kubernetes.io/component"] != name {
+		t.Errorf("%s: component label %q", where, pod.Labels["app.kubernetes.io/component"])
+	}
+	if sa := pod.Spec.ServiceAccountName; r.accounts[sa] == nil {
+		t.Errorf("%s: service account %q not in the build", where, sa)
+	}
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("%s: must run as non-root", where)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Errorf("%s: %d containers, want 1", where, len(pod.Spec.Containers))
+		return corev1.Container{}, false
+	}
+	c := pod.Spec.Containers[0]
+	if !strings.Contains(c.Image, "tailcause") || len(c.Command) != 0 {
+		t.Errorf("%s: image %q command %v: the one tailcause image, its entrypoint", where, c.Image, c.Command)
+	}
+	if len(c.Args) == 0 || c.Args[0] != name {
+		t.Errorf("%s: args %v, want `tailcause %s ...`", where, c.Args, name)
+	} else if !facts.commands[name] {
+		t.Errorf("%s: cmd/tailcause has no subcommand %q", where, name)
+	}
+	for _, a := range c.Args[min(1, len(c.Args)):] {
+		flagName, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !facts.flags[flagName] {
+			t.Errorf("%s: argument %q is not a flag of cmd/tailcause", where, a)
+		}
+	}
+	if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem ||
+		c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
+		t.Errorf("%s: container must have a read-only root and no privilege escalation", where)
+	}
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
+		if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
+			t.Errorf("%s: %s request %s limit %s", where, res, req.String(), lim.String())
+		}
+	}
+	// Configuration: the ConfigMap exists and holds only variables the
+	// binary reads; secrets come from the one Secret, by known keys.
+	for _, ef := range c.EnvFrom {
+		if ef.ConfigMapRef == nil {
+			t.Errorf("%s: envFrom other than a ConfigMap", where)
+			continue
+		}
+		cm := r.configMaps[ef.ConfigMapRef.Name]
+		if cm == nil {
+			t.Errorf("%s: ConfigMap %s not in the build", where, ef.ConfigMapRef.Name)
+			continue
+		}
+		for k := range cm.Data {
+			configMapKeys[k] = true
+		}
+	}
+	for _, ev := range c.Env {
+		if !facts.env[ev.Name] && !webhookSecretEnv(t, ev.Name) {
+			t.Errorf("%s: env %s is read neither by cmd/tailcause nor by a webhook receiver", where, ev.Name)
+		}
+		if ev.ValueFrom == nil || ev.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("%s: env %s: plain values belong in the ConfigMap", where, ev.Name)
+			continue
+		}
+		ref := ev.ValueFrom.SecretKeyRef
+		if ref.Name != secretName || !slices.Contains(secretKeys, ref.Key) {
+			t.Errorf("%s: env %s from secret %s key %s; want %s with a key of %v", where, ev.Name, ref.Name, ref.Key, secretName, secretKeys)
+		}
+	}
+	mounts := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		mounts[v.Name] = true
+		if v.ConfigMap != nil && r.configMaps[v.ConfigMap.Name] == nil {
+			t.Errorf("%s: volume %s: ConfigMap %s not in the build", where, v.Name, v.ConfigMap.Name)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if !mounts[m.Name] {
+			t.Errorf("%s: mount of undeclared volume %s", where, m.Name)
+		}
+	}
+	return c, true
 }
 
 func checkServices(t *testing.T, r *rendered, want map[string][]int32) {

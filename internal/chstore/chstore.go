@@ -23,7 +23,7 @@ import (
 // Config says where the store is.
 type Config struct {
 	Addr        string        // host:port of the native protocol (unless DSN)
-	Database    string        // created when missing
+	Database    string        // created when missing (unless NoCreate)
 	Username    string        // default "default"
 	Password    string        //
 	DialTimeout time.Duration // default 5s
@@ -49,6 +49,12 @@ type Config struct {
 	// Logger gets the store's warnings (rows inserted older than their
 	// table's TTL, TTL mismatches); nil: slog.Default().
 	Logger *slog.Logger
+	// NoCreate opens an existing database and creates nothing: no CREATE
+	// DATABASE (which a read-only user may not run, even with IF NOT
+	// EXISTS), and no connection to the server's default database (which
+	// a user allowed one database may not open). A missing database is an
+	// ErrSchema. Roles that do not migrate (--no-migrate, rank) set it.
+	NoCreate bool
 }
 
 // DefaultConfig is the local development store.
@@ -124,6 +130,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.NoCreate {
+		return openExisting(ctx, cfg)
+	}
 	boot, err := dial(cfg, "default")
 	if err != nil {
 		return nil, err
@@ -155,6 +164,124 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ttl: cfg.TTL, log: cfg.Logger,
 		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
 	}, nil
+}
+
+// openExisting connects to cfg.Database only (Config.NoCreate).
+func openExisting(ctx context.Context, cfg Config) (*Store, error) {
+	conn, err := dial(cfg, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	sv, err := conn.ServerVersion()
+	if err != nil {
+		conn.Close()
+		var ex *clickhouse.Exception
+		if errors.As(err, &ex) && ex.Code == codeUnknownDatabase {
+			return nil, fmt.Errorf("%w: database %s does not exist: run `tailcause migrate` first", ErrSchema, cfg.Database)
+		}
+		return nil, fmt.Errorf("read clickhouse server version at %s: %w", cfg.Addr, err)
+	}
+	v := schemas.ServerVersion{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}
+	if err := CheckServerVersion(v); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse at %s: %w", cfg.Addr, err)
+	}
+	// A user on a readonly = 1 profile may change no setting, and
+	// clickhouse-go sends max_execution_time with every statement whose
+	// context has a deadline: such a store runs its statements without one.
+	var level uint64
+	if err := (deadlineFree{conn}).QueryRow(ctx, "SELECT toUInt64(getSetting('readonly'))").Scan(&level); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("read the readonly setting of clickhouse user %s: %w", cfg.Username, err)
+	}
+	if level == 1 {
+		conn = deadlineFree{conn}
+	}
+	return &Store{
+		conn: conn, version: v, db: cfg.Database, ttl: cfg.TTL, log: cfg.Logger,
+		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
+	}, nil
+}
+
+// deadlineFree runs statements under a context without a deadline that is
+// cancelled when the caller's ends. clickhouse-go turns a deadline of more
+// than a second into the setting max_execution_time, which a user on a
+// readonly = 1 profile (ClickHouse's stock "readonly" profile, the dev
+// server's analyst) is refused with code 164: every query of the query API
+// and of rank failed so. The caller's deadline still ends the statement
+// (the client cancels it); only the server-side limit is lost.
+type deadlineFree struct{ driver.Conn }
+
+// withoutDeadline is ctx without its deadline, cancelled when ctx ends
+// (bounded: only a context with a deadline is replaced).
+func withoutDeadline(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx
+	}
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, cancel)
+	return c
+}
+
+func (d deadlineFree) Query(ctx context.Context, q string, args ...any) (driver.Rows, error) {
+	return d.Conn.Query(withoutDeadline(ctx), q, args...)
+}
+
+func (d deadlineFree) QueryRow(ctx context.Context, q string, args ...any) driver.Row {
+	return d.Conn.QueryRow(withoutDeadline(ctx), q, args...)
+}
+
+func (d deadlineFree) Select(ctx context.Context, dest any, q string, args ...any) error {
+	return d.Conn.Select(withoutDeadline(ctx), dest, q, args...)
+}
+
+func (d deadlineFree) Exec(ctx context.Context, q string, args ...any) error {
+	return d.Conn.Exec(withoutDeadline(ctx), q, args...)
+}
+
+// Exception codes the schema checks recognise.
+const (
+	codeUnknownTable    = 60
+	codeUnknownDatabase = 81
+)
+
+// ErrSchema marks a database without the schema this binary needs: missing,
+// never migrated, behind the embedded migrations, or migrated with other
+// ones. Waiting does not fix it; `tailcause migrate` does.
+var ErrSchema = errors.New("schema not current")
+
+// CheckSchema reports, without writing anything, whether every embedded
+// migration is applied with its checksum: the check of a role that does not
+// migrate (--no-migrate, rank). Migrations applied beyond the embedded ones
+// (a newer binary migrated first, as in a rolling upgrade) are accepted:
+// they only add. Failures are ErrSchema and name the remedy.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	ms, err := schemas.Migrations()
+	if err != nil {
+		return err
+	}
+	applied, err := s.appliedMigrations(ctx)
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) && ex.Code == codeUnknownTable {
+		return fmt.Errorf("%w: database %s was never migrated (no schema_migrations table): run `tailcause migrate` first", ErrSchema, s.db)
+	}
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, m := range ms {
+		sum, ok := applied[uint32(m.Version)]
+		switch {
+		case !ok:
+			missing = append(missing, m.Name)
+		case sum != m.Checksum:
+			return fmt.Errorf("%w: database %s has migration %s applied with checksum %s, this binary embeds %s: it was migrated by another build of tailcause", ErrSchema, s.db, m.Name, short(sum), short(m.Checksum))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: database %s lacks %d of the %d migrations this binary needs (%s): run `tailcause migrate` first", ErrSchema, s.db, len(missing), len(ms), strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func dial(cfg Config, db string) (driver.Conn, error) {
@@ -206,12 +333,18 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]schemas.Migrat
 	s.mu.Lock()
 	s.tableTTLs = map[string]TTL{} // tables may have been dropped and are re-created
 	s.mu.Unlock()
-	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations
+	// Read first: a database that is current gets no statement but
+	// SELECTs, so a role may start with a user that cannot write DDL.
+	applied, err := s.appliedMigrations(ctx)
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) && ex.Code == codeUnknownTable {
+		if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations
 (version UInt32, name String, checksum String, applied_at DateTime)
 ENGINE = MergeTree ORDER BY version`); err != nil {
-		return nil, fmt.Errorf("create schema_migrations: %w", err)
+			return nil, fmt.Errorf("create schema_migrations: %w", err)
+		}
+		applied, err = s.appliedMigrations(ctx)
 	}
-	applied, err := s.appliedMigrations(ctx)
 	if err != nil {
 		return nil, err
 	}

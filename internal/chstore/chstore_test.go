@@ -357,3 +357,88 @@ func TestIsRetriable(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyUserAndSchemaCheck: a store opened with NoCreate by the dev
+// server's read-only user creates nothing, CheckSchema tells a missing,
+// never-migrated, behind and foreign schema apart (each an ErrSchema that
+// names the remedy), and Migrate on a current database runs no statement a
+// read-only user is refused.
+func TestReadOnlyUserAndSchemaCheck(t *testing.T) {
+	addr := testkit.ClickHouse(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := testkit.FreshDatabase(t, addr)
+	user, pw := testkit.ReadOnlyUser(t, addr, db)
+	ro := func(db string) (*Store, error) {
+		cfg := DefaultConfig()
+		cfg.Addr, cfg.Database, cfg.Username, cfg.Password, cfg.NoCreate, cfg.TTL = addr, db, user, pw, true, 0
+		st, err := Open(ctx, cfg)
+		if err == nil {
+			t.Cleanup(func() { st.Close() })
+		}
+		return st, err
+	}
+	if _, err := ro(db + "_absent"); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "does not exist: run `tailcause migrate` first") {
+		t.Fatalf("NoCreate on a missing database: %v, want ErrSchema naming the remedy", err)
+	}
+	st, err := ro(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CheckSchema(ctx); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "never migrated") {
+		t.Errorf("empty database: %v, want ErrSchema (never migrated)", err)
+	}
+	if _, err := st.Migrate(ctx, nil); err == nil {
+		t.Error("a read-only user migrated an empty database")
+	}
+
+	admin := openTestWith(t, func(c *Config) { c.TTL = 0 })
+	if _, err := admin.Migrate(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := schemas.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = ro(admin.Database())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		t.Errorf("current schema: %v", err)
+	}
+	// Current: Migrate only reads, so the read-only user may run it.
+	if done, err := st.Migrate(ctx, nil); err != nil || len(done) != 0 {
+		t.Errorf("read-only Migrate of a current database: %d applied, %v", len(done), err)
+	}
+	// Behind: the newest migration is not recorded.
+	last := ms[len(ms)-1]
+	rewrite := func(sum string, versions int) {
+		t.Helper()
+		for _, stmt := range []string{"DROP TABLE schema_migrations",
+			"CREATE TABLE schema_migrations (version UInt32, name String, checksum String, applied_at DateTime) ENGINE = MergeTree ORDER BY version"} {
+			if err := admin.Conn().Exec(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range ms[:versions] {
+			c := m.Checksum
+			if m.Version == ms[0].Version && sum != "" {
+				c = sum
+			}
+			if err := admin.Insert(ctx, migrationsTable, [][]any{{uint32(m.Version), m.Name, c, time.Now().UTC().Truncate(time.Second)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rewrite("", len(ms)-1)
+	if err := st.CheckSchema(ctx); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), last.Name) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("lacks 1 of the %d migrations", len(ms))) {
+		t.Errorf("a schema one migration behind: %v, want ErrSchema naming %s", err, last.Name)
+	}
+	// Migrated by another build: a checksum differs.
+	rewrite("0123456789abcdef", len(ms))
+	if err := st.CheckSchema(ctx); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), ms[0].Name) || !strings.Contains(err.Error(), "another build") {
+		t.Errorf("a foreign checksum: %v, want ErrSchema naming %s", err, ms[0].Name)
+	}
+}

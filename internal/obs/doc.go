@@ -6,8 +6,10 @@
 //   - /healthz: liveness, 200 while the process serves HTTP;
 //   - /readyz: readiness, the injected Checks run concurrently under
 //     Config.CheckTimeout; 200 when all pass, 503 naming the failures. Every
-//     probe answer says per check "[+]name ok" or "[-]name failed: err", as
-//     the Kubernetes API server does. A result is reused for
+//     probe answer says per check "[+]name ok" or "[-]name failed", as the
+//     Kubernetes API server does, and no more: a check's error (addresses,
+//     DSNs, server messages) goes to the log, not to whoever can reach the
+//     probe. A result is reused for
 //     Config.CheckInterval so that probes cannot overload the dependencies,
 //     and /readyz turns 503 as soon as Shutdown starts, so a load balancer
 //     drains the pod before it stops.

@@ -100,9 +100,16 @@ type Server struct {
 
 // Readiness is the outcome of one readiness evaluation.
 type Readiness struct {
-	At    time.Time // when it was evaluated
-	OK    bool      // every check passed
-	Lines []string  // one per check, "[+]name ok" or "[-]name failed: err", sorted
+	At time.Time // when it was evaluated
+	OK bool      // every check passed
+	// Lines is what /readyz serves: one per check, "[+]name ok" or
+	// "[-]name failed" (plus ": no answer within the check timeout" when
+	// it timed out), sorted. A check's error is not served: it holds
+	// addresses, DSNs and server messages, which are for the log.
+	Lines []string
+	// Errors are the failed checks' errors, "name: err", sorted: logged
+	// when readiness is lost, never served.
+	Errors []string
 }
 
 // New builds a server over gatherer (nil: an empty registry) and checks. A
@@ -251,24 +258,34 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	wg.Wait()
 	res := Readiness{At: s.now(), OK: true}
 	for i, c := range s.checks {
-		if errs[i] != nil {
-			res.OK = false
-			res.Lines = append(res.Lines, fmt.Sprintf("[-]%s failed: %v", c.Name, errs[i]))
-		} else {
+		switch {
+		case errs[i] == nil:
 			res.Lines = append(res.Lines, "[+]"+c.Name+" ok")
+		case errors.Is(errs[i], errNoAnswer):
+			res.OK = false
+			res.Lines = append(res.Lines, "[-]"+c.Name+" failed: "+errNoAnswer.Error())
+			res.Errors = append(res.Errors, c.Name+": "+errs[i].Error())
+		default:
+			res.OK = false
+			res.Lines = append(res.Lines, "[-]"+c.Name+" failed")
+			res.Errors = append(res.Errors, c.Name+": "+errs[i].Error())
 		}
 	}
 	sort.Strings(res.Lines)
+	sort.Strings(res.Errors)
 	// Log transitions only: probes come every few seconds.
 	switch first := s.last.At.IsZero(); {
 	case !res.OK && (first || s.last.OK):
-		s.log.Warn("not ready", "checks", res.Lines)
+		s.log.Warn("not ready", "failed", res.Errors)
 	case res.OK && !first && !s.last.OK:
 		s.log.Info("ready again")
 	}
 	s.last = res
 	return res
 }
+
+// errNoAnswer is a check that did not return within the check timeout.
+var errNoAnswer = errors.New("no answer within the check timeout")
 
 // runCheck runs c, returning when ctx ends even if c does not honour it.
 func runCheck(ctx context.Context, c Check) error {
@@ -285,6 +302,6 @@ func runCheck(ctx context.Context, c Check) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("no answer within the check timeout: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", errNoAnswer, ctx.Err())
 	}
 }

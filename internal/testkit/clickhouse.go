@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -68,4 +69,35 @@ func FreshDatabase(t testing.TB, addr string) string {
 		}
 	})
 	return name
+}
+
+// ReadOnlyUser is the dev server's read-only user, `analyst` on a profile
+// with readonly 1 (deploy/dev/clickhouse.sh), and its password
+// (CH_ANALYST_PASSWORD, default "analyst"): it reads, and every write,
+// DDL statement or setting is refused with code 164. It checks that the
+// user logs in to database on the server at addr, or skips the test (fails
+// it under CI).
+func ReadOnlyUser(t testing.TB, addr, database string) (user, password string) {
+	t.Helper()
+	user, password = "analyst", os.Getenv("CH_ANALYST_PASSWORD")
+	if password == "" {
+		password = "analyst"
+	}
+	opts := ClickHouseOptions(addr, database)
+	opts.Auth.Username, opts.Auth.Password = user, password
+	conn, err := clickhouse.Open(opts)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = conn.Ping(ctx)
+		cancel()
+		conn.Close()
+	}
+	if err != nil {
+		msg := "the test ClickHouse has no read-only user " + user + " (deploy/dev/clickhouse.sh creates one): " + err.Error()
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return user, password
 }
