@@ -300,15 +300,15 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 	}
 	d.release(ctx, claimID, skipped)
 	if len(rows) == 0 {
-		return len(list), nil
+		return 0, nil
 	}
 	if err := d.record(ctx, rows); err != nil {
 		d.unrecorded, d.recordTries = rows, 1
 		d.recordNext = d.now().Add(d.recordBackoff(1))
 		d.m.unrecorded.Set(float64(len(rows)))
-		return len(list), fmt.Errorf("record %d delivery attempts (held in memory, retried with backoff): %w", len(rows), err)
+		return len(rows), fmt.Errorf("record %d delivery attempts (held in memory, retried with backoff): %w", len(rows), err)
 	}
-	return len(list), nil
+	return len(rows), nil
 }
 
 // record writes attempt rows, even when ctx has ended (so a delivery that
