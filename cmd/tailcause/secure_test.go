@@ -261,3 +261,87 @@ func TestSecurityFlagMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryOverTLS serves the query API with --tls-cert and --tls-key (the
+// token from --token-file) on the real ClickHouse, then with --tls-client-ca:
+// HTTPS answers, plaintext and (with a client CA) a client without a
+// certificate are refused.
+func TestQueryOverTLS(t *testing.T) {
+	chAddr := testkit.ClickHouse(t)
+	db := testkit.FreshDatabase(t, chAddr)
+	dir := t.TempDir()
+	ca := testkit.NewCA(t)
+	srv := ca.IssueFiles(t, dir, "query", "query", "127.0.0.1")
+	const token = "query-tls-token-0123456789"
+	tokenFile := writeSecret(t, dir, "token", token)
+	clientCert, clientKey := ca.Issue(t, "analyst")
+	pair, err := tls.X509KeyPair(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, mutual := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server certificate", true: "mutual TLS"}[mutual], func(t *testing.T) {
+			listen := freeTestAddr(t)
+			args := []string{"query", "--clickhouse", chAddr, "--database", db, "--listen", listen, "--metrics-addr", "",
+				"--tls-cert", srv.Cert, "--tls-key", srv.Key, "--token-file", tokenFile}
+			clientTLS := &tls.Config{RootCAs: ca.Pool()}
+			if mutual {
+				args = append(args, "--tls-client-ca", srv.CA)
+				clientTLS.Certificates = []tls.Certificate{pair}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var out string
+			done := make(chan int, 1)
+			go func() {
+				c, o := runSecureCmd(ctx, nil, args...)
+				out = o
+				done <- c
+			}()
+			defer func() {
+				cancel()
+				if c := <-done; c != 0 {
+					t.Errorf("query exited %d:\n%s", c, out)
+				}
+			}()
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+			defer hc.CloseIdleConnections()
+			get := func(c *http.Client, url string) (int, error) {
+				req, err := http.NewRequest(http.MethodGet, url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := c.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+			incidents := "https://" + listen + "/v1/incidents?from=2026-11-30T09:00:00Z&to=2026-11-30T10:00:00Z"
+			for deadline := time.Now().Add(60 * time.Second); ; {
+				code, err := get(hc, incidents)
+				if err == nil && code == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("GET /v1/incidents over TLS: %d %v", code, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			plain := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+			defer plain.CloseIdleConnections()
+			if code, err := get(plain, "http://"+listen+"/v1/incidents"); err == nil && code != http.StatusBadRequest {
+				t.Errorf("plain HTTP to the TLS listener: %d, want 400 or a refused connection", code)
+			}
+			if mutual {
+				noCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+				defer noCert.CloseIdleConnections()
+				if code, err := get(noCert, incidents); err == nil {
+					t.Errorf("a client without a certificate got %d", code)
+				}
+			}
+		})
+	}
+}
