@@ -135,6 +135,9 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"demo", "--duration", "0s"}, "--duration 0s: want a positive simulated time"},
 		{[]string{"topics", "--timeout", "0s"}, "--timeout 0s: must be positive"},
 		{[]string{"migrate", "--print", "--check"}, "--print and --check: pick one"},
+		{[]string{"eval", "--min-effect", "-1"}, "--min-effect -1: want a P99 ratio of at least 1"},
+		{rank("--scope", "model="), `scope "model=": model has no value`},
+		{[]string{"causal", "--scope", "model=llama,host="}, "host has no value"},
 		{[]string{"enrich", "--no-migrate=maybe"}, `invalid boolean value "maybe" for -no-migrate`},
 		{[]string{"query", "--no-auth", "--metrics-addr", "9464"}, `--metrics-addr "9464"`},
 	} {

@@ -49,6 +49,9 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel %d: want at least 1 run at once", errUsage, *parallel)
 	}
+	if !(*minEffect >= 1) {
+		return fmt.Errorf("%w: --min-effect %v: want a P99 ratio of at least 1, e.g. 1.3", errUsage, *minEffect)
+	}
 	var seeds []uint64
 	if *seedList != "" {
 		for _, s := range splitList(*seedList) {

@@ -63,6 +63,9 @@ func parseScope(v string) (map[string]string, error) {
 		if !allowed[k] {
 			return nil, fmt.Errorf("scope key %q: want one of %s", k, strings.Join(causal.ScopeColumns(), ", "))
 		}
+		if val == "" {
+			return nil, fmt.Errorf("scope %q: %s has no value (an unset variable?)", v, k)
+		}
 		out[k] = val
 	}
 	return out, nil
