@@ -37,7 +37,9 @@ func webhookSecretEnv(t *testing.T, name string) bool {
 }
 
 // kustomizations are the trees TestBase and TestProduction build.
-var kustomizations = map[string]bool{"base": true, filepath.Join("overlays", "production"): true}
+var kustomizations = map[string]bool{"base": true, filepath.Join("overlays", "production"): true,
+	// TestProductionSecure (secure_test.go) builds the overlay and with it the component.
+	filepath.Join("overlays", "production-secure"): true, filepath.Join("components", "tls-sasl"): true}
 
 // TestReferenceConfigs walks deploy/ and loads every config file shipped
 // there with the loader that will read it, or the strictest stand-in:
