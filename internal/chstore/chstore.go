@@ -145,9 +145,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		boot.Close()
 		return nil, fmt.Errorf("clickhouse at %s: %w", cfg.Addr, err)
 	}
-	if err := boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.Database+"`"); err != nil {
+	// Created only when missing: a user without the CREATE DATABASE grant
+	// (or on a read-only profile) is refused even IF NOT EXISTS.
+	var exists uint64
+	if err := (deadlineFree{boot}).QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", cfg.Database).Scan(&exists); err != nil {
 		boot.Close()
-		return nil, fmt.Errorf("create database %s at %s: %w", cfg.Database, cfg.Addr, err)
+		return nil, fmt.Errorf("look up database %s at %s: %w", cfg.Database, cfg.Addr, err)
+	}
+	if exists == 0 {
+		if err := boot.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.Database+"`"); err != nil {
+			boot.Close()
+			return nil, fmt.Errorf("create database %s at %s: %w", cfg.Database, cfg.Addr, err)
+		}
 	}
 	boot.Close()
 	conn, err := dial(cfg, cfg.Database)
@@ -158,6 +167,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("read clickhouse server version at %s: %w", cfg.Addr, err)
+	}
+	if conn, err = readOnlyAware(ctx, conn, cfg.Username); err != nil {
+		return nil, err
 	}
 	return &Store{
 		conn: conn, version: schemas.ServerVersion{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}, db: cfg.Database,
@@ -186,21 +198,29 @@ func openExisting(ctx context.Context, cfg Config) (*Store, error) {
 		conn.Close()
 		return nil, fmt.Errorf("clickhouse at %s: %w", cfg.Addr, err)
 	}
-	// A user on a readonly = 1 profile may change no setting, and
-	// clickhouse-go sends max_execution_time with every statement whose
-	// context has a deadline: such a store runs its statements without one.
-	var level uint64
-	if err := (deadlineFree{conn}).QueryRow(ctx, "SELECT toUInt64(getSetting('readonly'))").Scan(&level); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("read the readonly setting of clickhouse user %s: %w", cfg.Username, err)
-	}
-	if level == 1 {
-		conn = deadlineFree{conn}
+	if conn, err = readOnlyAware(ctx, conn, cfg.Username); err != nil {
+		return nil, err
 	}
 	return &Store{
 		conn: conn, version: v, db: cfg.Database, ttl: cfg.TTL, log: cfg.Logger,
 		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
 	}, nil
+}
+
+// readOnlyAware is conn, or deadlineFree{conn} for a user on a readonly = 1
+// profile: such a user may change no setting, and clickhouse-go sends
+// max_execution_time with every statement whose context has a deadline. It
+// closes conn on error.
+func readOnlyAware(ctx context.Context, conn driver.Conn, user string) (driver.Conn, error) {
+	var level uint64
+	if err := (deadlineFree{conn}).QueryRow(ctx, "SELECT toUInt64(getSetting('readonly'))").Scan(&level); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("read the readonly setting of clickhouse user %s: %w", user, err)
+	}
+	if level == 1 {
+		return deadlineFree{conn}, nil
+	}
+	return conn, nil
 }
 
 // deadlineFree runs statements under a context without a deadline that is

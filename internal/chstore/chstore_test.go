@@ -407,9 +407,21 @@ func TestReadOnlyUserAndSchemaCheck(t *testing.T) {
 	if err := st.CheckSchema(ctx); err != nil {
 		t.Errorf("current schema: %v", err)
 	}
-	// Current: Migrate only reads, so the read-only user may run it.
+	// Current: Migrate only reads, so the read-only user may run it, even
+	// from a store opened without NoCreate (the database exists: nothing
+	// is created).
 	if done, err := st.Migrate(ctx, nil); err != nil || len(done) != 0 {
 		t.Errorf("read-only Migrate of a current database: %d applied, %v", len(done), err)
+	}
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Database, cfg.Username, cfg.Password, cfg.TTL = addr, admin.Database(), user, pw, 0
+	if st2, err := Open(ctx, cfg); err != nil {
+		t.Errorf("a read-only user opens an existing database without NoCreate: %v", err)
+	} else {
+		if done, err := st2.Migrate(ctx, nil); err != nil || len(done) != 0 {
+			t.Errorf("read-only Migrate (store opened without NoCreate): %d applied, %v", len(done), err)
+		}
+		st2.Close()
 	}
 	// Behind: the newest migration is not recorded.
 	last := ms[len(ms)-1]
