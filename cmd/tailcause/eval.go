@@ -81,6 +81,9 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	if *duration < 4*time.Minute {
 		return fmt.Errorf("%w: --duration %v: at least 4m (the healthy-before question's window is half of it)", errUsage, *duration)
 	}
+	if err := sf.sec.load(sf.password); err != nil { // the DSN, TLS and password-file flags
+		return err
+	}
 	opts := eval.Options{
 		Store: sf.config(), Duration: *duration, Questions: qs, Parallel: *parallel,
 		Detector: *detector, MinEffect: *minEffect, Keep: *keep, Progress: e.stderr,
