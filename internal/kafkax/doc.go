@@ -12,6 +12,10 @@
 //     large, authorization);
 //   - EnsureTopics and CheckTopics, which create the declared topics
 //     (schemas.Topics) and validate existing ones (`tailcause topics`).
+//   - SecurityConfig and Security: TLS (CA, client certificate, server
+//     name) and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), built once per
+//     process; every Kafka client of tailcause dials with its Transport or
+//     Dialer, and its String never shows the password.
 //
 // Everything here works against a real broker and against the in-process
 // kfake broker used by fast tests.

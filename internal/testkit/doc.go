@@ -14,4 +14,9 @@
 // tests stop, start and restart the services through the same scripts
 // (StopClickHouse, StartClickHouse, RestartKafka); such tests have "Fault"
 // in their name and run only in make test's serial fault pass (EnvFaults).
+//
+// StartSecureKafka starts a second, secured broker for one test package
+// (deploy/dev/kafka.sh with KAFKA_SECURE=1: SSL with client certificates and
+// SASL_SSL with PLAIN and SCRAM users) and stops it at the end; NewCA
+// issues certificates for TLS tests.
 package testkit
