@@ -112,28 +112,34 @@ func BenchmarkJoinMemory(b *testing.B) {
 // the real broker and ClickHouse — a 16-host fleet's spans (one record per
 // trace) and metric points produced to Kafka, joined, written — next to the
 // raw clickhouse-go insert of the same request rows measured in the same
-// run (the ceiling; ratio = spans/s ÷ raw rows/s). See e2e_bench_test.go.
+// iteration (the ceiling; ratio = spans/s ÷ raw rows/s). With -benchtime Nx
+// each figure is the median of the N iterations (the ratio the median of
+// the iterations' own ratios). See e2e_bench_test.go.
 func BenchmarkEndToEnd(b *testing.B) {
 	w := e2eWorkload{
 		load:           otlpfixture.Load{Hosts: 16, Duration: 10 * time.Minute, Requests: 100000, Seed: 3},
 		spansPerExport: 100, spanPartitions: 3, metricParts: 2,
 	}
+	var runs []map[string]float64
 	for i := 0; i < b.N; i++ {
 		r := runEndToEnd(b, w)
 		if !r.haveReq {
 			b.Fatal("no sustained window: the requests were written in one flush")
 		}
 		raw := r.rawRate(requestsTable)
-		b.ReportMetric(r.requests.perSecond(), "spans/s")
-		b.ReportMetric(r.requests.perCore(), "spans/s/core")
-		b.ReportMetric(raw, "raw-insert-rows/s")
-		b.ReportMetric(r.requests.perSecond()/raw, "ratio")
-		b.ReportMetric(r.requests.cores("self"), "enrich-cores")
-		b.ReportMetric(r.requests.cores("clickhouse"), "clickhouse-cores")
-		b.ReportMetric(r.requests.cores("kafka"), "kafka-cores")
-		b.ReportMetric(r.rawCores("clickhouse", requestsTable), "raw-clickhouse-cores")
-		b.ReportMetric(r.total.Seconds(), "s-total")
+		runs = append(runs, map[string]float64{
+			"spans/s":              r.requests.perSecond(),
+			"spans/s/core":         r.requests.perCore(),
+			"raw-insert-rows/s":    raw,
+			"ratio":                r.requests.perSecond() / raw,
+			"enrich-cores":         r.requests.cores("self"),
+			"clickhouse-cores":     r.requests.cores("clickhouse"),
+			"kafka-cores":          r.requests.cores("kafka"),
+			"raw-clickhouse-cores": r.rawCores("clickhouse", requestsTable),
+			"s-total":              r.total.Seconds(),
+		})
 	}
+	reportMedians(b, runs)
 }
 
 // BenchmarkEndToEndMetrics is BenchmarkEndToEnd for the metric path: a
@@ -147,20 +153,24 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 		load:           otlpfixture.Load{Hosts: 1000, Duration: 5 * time.Minute, Requests: 5000, Seed: 4},
 		spansPerExport: 100, spanPartitions: 3, metricParts: 2,
 	}
+	var runs []map[string]float64
 	for i := 0; i < b.N; i++ {
 		r := runEndToEnd(b, w)
 		if !r.haveSmp {
 			b.Fatal("no sustained window: the samples were written in one flush")
 		}
 		raw := r.rawRate(gpuSamplesTable, engineSamplesTable)
-		b.ReportMetric(r.samples.perSecond(), "points/s")
-		b.ReportMetric(r.samples.perCore(), "points/s/core")
-		b.ReportMetric(raw, "raw-insert-rows/s")
-		b.ReportMetric(r.samples.perSecond()/raw, "ratio")
-		b.ReportMetric(r.samples.cores("self"), "enrich-cores")
-		b.ReportMetric(r.samples.cores("clickhouse"), "clickhouse-cores")
-		b.ReportMetric(r.samples.cores("kafka"), "kafka-cores")
-		b.ReportMetric(r.rawCores("clickhouse", gpuSamplesTable, engineSamplesTable), "raw-clickhouse-cores")
-		b.ReportMetric(r.total.Seconds(), "s-total")
+		runs = append(runs, map[string]float64{
+			"points/s":             r.samples.perSecond(),
+			"points/s/core":        r.samples.perCore(),
+			"raw-insert-rows/s":    raw,
+			"ratio":                r.samples.perSecond() / raw,
+			"enrich-cores":         r.samples.cores("self"),
+			"clickhouse-cores":     r.samples.cores("clickhouse"),
+			"kafka-cores":          r.samples.cores("kafka"),
+			"raw-clickhouse-cores": r.rawCores("clickhouse", gpuSamplesTable, engineSamplesTable),
+			"s-total":              r.total.Seconds(),
+		})
 	}
+	reportMedians(b, runs)
 }

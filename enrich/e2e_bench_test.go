@@ -3,6 +3,9 @@ package enrich
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -212,17 +215,34 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 	start := time.Now()
 	go func() { done <- p.Run(rctx) }()
 	var snaps []e2eSnapshot
+	// TAILCAUSE_BENCH_CPUPROFILE: a CPU profile of this process from 10% to
+	// 90% of the rows (the measured window), for pprof.
+	profile, profiling := os.Getenv("TAILCAUSE_BENCH_CPUPROFILE"), false
+	var profOut *os.File
 	for {
 		s := e2eSnapshot{at: time.Now(), requests: p.C.Requests.Load(), samples: p.C.Samples.Load(), cpu: meter.Read()}
 		snaps = append(snaps, s)
 		if s.requests >= requests && s.samples >= points {
 			break
 		}
+		if done := s.requests+s.samples >= (requests+points)*9/10; profile != "" && (profiling && done || !profiling && profOut == nil && s.requests+s.samples >= (requests+points)/10) {
+			if profiling {
+				pprof.StopCPUProfile()
+				profOut.Close()
+				profiling = false
+			} else if profOut, err = os.Create(profile); err == nil && pprof.StartCPUProfile(profOut) == nil {
+				profiling = true
+			}
+		}
 		if time.Since(start) > 10*time.Minute {
 			cancel()
 			b.Fatalf("after 10 minutes: %d of %d requests, %d of %d samples", s.requests, requests, s.samples, points)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if profiling {
+		pprof.StopCPUProfile()
+		profOut.Close()
 	}
 	res := e2eResult{total: time.Since(start)}
 	cancel()
@@ -257,6 +277,32 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 		}
 	}
 	return res
+}
+
+// reportMedians reports each unit's median over the iterations' figures
+// (b.ReportMetric keeps only the last value of a unit).
+func reportMedians(b *testing.B, runs []map[string]float64) {
+	b.Helper()
+	if len(runs) == 0 {
+		return
+	}
+	for unit := range runs[0] {
+		v := make([]float64, 0, len(runs))
+		for _, r := range runs {
+			v = append(v, r[unit])
+		}
+		sort.Float64s(v)
+		m := v[len(v)/2]
+		if len(v)%2 == 0 {
+			m = (v[len(v)/2-1] + m) / 2
+		}
+		b.ReportMetric(m, unit)
+	}
+	if len(runs) > 1 {
+		for i, r := range runs {
+			b.Logf("iteration %d: %.0f/s, ratio %.3f", i+1, r["spans/s"]+r["points/s"], r["ratio"])
+		}
+	}
 }
 
 // rawInsert is one block through clickhouse-go: prepare, append, send.

@@ -29,12 +29,54 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 		return err
 	}
 	defer dlq.Close()
+	// Two stages, so that decoding the next batch overlaps writing this
+	// one: the fetcher decodes records into rows (counter deltas in record
+	// order), the writer inserts them and commits, batch after batch in
+	// order. One batch waits between them: memory stays bounded.
+	batches := make(chan sampleBatch, 1)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		defer close(batches)
+		p.fetchSamples(fctx, reader, batches)
+	}()
+	defer func() { stop(); <-fetched }()
+	for sb := range batches {
+		if err := p.writeSamples(ctx, dlq, sb); err != nil {
+			return p.abandon(err)
+		}
+		if err := reader.CommitMessages(ctx, sb.msgs...); err != nil && ctx.Err() == nil {
+			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", len(sb.msgs), err))
+		}
+	}
+	return nil // uncommitted records are read again by the next run
+}
+
+// sampleBatch is what the samples fetcher hands the writer: the records
+// and the rows decoded from them.
+type sampleBatch struct {
+	msgs             []kafka.Message
+	gpuRows, engRows [][]any
+	rejRows          [][]any
+	gpuFrom, engFrom []origin
+	dlqRecs          []kafkax.Record
+}
+
+// maxSampleMsgs bounds the records of one batch; a batch also ends at
+// Config.BatchRows sample rows or after Config.BatchWait.
+const maxSampleMsgs = 5000
+
+// fetchSamples reads batches of metric records and turns them into rows,
+// until ctx ends.
+func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
 	counters := normalize.NewCounters(p.cfg.Join.MaxCounterSeries)
-	const maxMsgs = 500
 	for {
-		var msgs []kafka.Message
+		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
-		for len(msgs) < maxMsgs {
+		bounds := p.bounds()
+		for len(sb.msgs) < maxSampleMsgs && len(sb.gpuRows)+len(sb.engRows) < p.cfg.BatchRows {
 			m, err := reader.FetchMessage(bctx)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -43,78 +85,84 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 				}
 				break
 			}
-			msgs = append(msgs, m)
+			sb.msgs = append(sb.msgs, m)
+			p.sampleRows(&sb, m, bounds, counters)
 		}
 		cancel()
 		if ctx.Err() != nil {
-			return nil // uncommitted records are read again by the next run
+			return
 		}
-		if len(msgs) == 0 {
+		if len(sb.msgs) == 0 {
 			continue
 		}
-		var gpuRows, engRows, rejRows [][]any
-		var gpuFrom, engFrom []origin
-		var dlqRecs []kafkax.Record
-		bounds := p.bounds()
-		for _, m := range msgs {
-			p.C.SampleRecords.Add(1)
-			from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-			b, err := p.decodeMetrics(m.Value)
-			if err != nil {
-				rejRows = append(rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
-				dlqRecs = append(dlqRecs, p.deadLetter(m, "decode", err.Error()))
-				continue
-			}
-			for _, rj := range b.Rejects {
-				rejRows = append(rejRows, p.rejectRow(rj.Signal, rj.Reason, rj.Detail, m))
-			}
-			var out int
-			var why string
-			if b.Samples, out, why = bounds.samples(b.Samples); out > 0 {
-				p.C.OutOfBounds.Add(int64(out))
-				rejRows = append(rejRows, p.rejectRow("metrics", "event_time", why, m))
-				dlqRecs = append(dlqRecs, p.deadLetter(m, "event_time", why))
-			}
-			p.C.UnknownMetrics.Add(int64(b.Ignored["unknown_metric"]))
-			for i := range b.Samples {
-				s := &b.Samples[i]
-				if s.Family == normalize.FamilyGPU {
-					gpuRows = append(gpuRows, gpuSampleValues(make([]any, 0, len(gpuSamplesTable.Columns)), s))
-					gpuFrom = append(gpuFrom, from)
-					continue
-				}
-				delta, rate := nan(), nan()
-				if s.Kind == normalize.Cumulative {
-					if d, r, ok := counters.Observe(*s); ok {
-						delta, rate = d, r
-					}
-				}
-				engRows = append(engRows, engineSampleValues(make([]any, 0, len(engineSamplesTable.Columns)), s, delta, rate))
-				engFrom = append(engFrom, from)
-			}
-		}
-		// Samples first, then the dead letters and rejected_input rows of
-		// what was refused on the way (see sink).
-		refused, err := p.insertRows(ctx, gpuSamplesTable, gpuRows)
-		if err != nil {
-			return p.abandon(err)
-		}
-		p.refuse(&rejRows, &dlqRecs, "metrics", gpuSamplesTable, gpuRows, gpuFrom, refused)
-		written := len(gpuRows) - len(refused)
-		if refused, err = p.insertRows(ctx, engineSamplesTable, engRows); err != nil {
-			return p.abandon(err)
-		}
-		p.refuse(&rejRows, &dlqRecs, "metrics", engineSamplesTable, engRows, engFrom, refused)
-		written += len(engRows) - len(refused)
-		if err := p.writeDeadLetters(ctx, dlq, dlqRecs); err != nil {
-			return p.abandon(err)
-		}
-		if err := p.writeRejects(ctx, rejRows); err != nil {
-			return p.abandon(err)
-		}
-		p.C.Samples.Add(int64(written))
-		if err := reader.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
-			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", len(msgs), err))
+		select {
+		case out <- sb:
+		case <-ctx.Done():
+			return
 		}
 	}
+}
+
+// sampleRows decodes one metric record into sb's rows.
+func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, counters *normalize.Counters) {
+	p.C.SampleRecords.Add(1)
+	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
+	b, err := p.decodeMetrics(m.Value)
+	if err != nil {
+		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
+		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))
+		return
+	}
+	for _, rj := range b.Rejects {
+		sb.rejRows = append(sb.rejRows, p.rejectRow(rj.Signal, rj.Reason, rj.Detail, m))
+	}
+	var out int
+	var why string
+	if b.Samples, out, why = bounds.samples(b.Samples); out > 0 {
+		p.C.OutOfBounds.Add(int64(out))
+		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "event_time", why, m))
+		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "event_time", why))
+	}
+	p.C.UnknownMetrics.Add(int64(b.Ignored["unknown_metric"]))
+	for i := range b.Samples {
+		s := &b.Samples[i]
+		if s.Family == normalize.FamilyGPU {
+			sb.gpuRows = append(sb.gpuRows, gpuSampleValues(make([]any, 0, len(gpuSamplesTable.Columns)), s))
+			sb.gpuFrom = append(sb.gpuFrom, from)
+			continue
+		}
+		delta, rate := nan(), nan()
+		if s.Kind == normalize.Cumulative {
+			if d, r, ok := counters.Observe(*s); ok {
+				delta, rate = d, r
+			}
+		}
+		sb.engRows = append(sb.engRows, engineSampleValues(make([]any, 0, len(engineSamplesTable.Columns)), s, delta, rate))
+		sb.engFrom = append(sb.engFrom, from)
+	}
+}
+
+// writeSamples writes a batch's samples, then the dead letters and
+// rejected_input rows of what was refused on the way (see sink). The only
+// error is ctx's end.
+func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sampleBatch) error {
+	refused, err := p.insertRows(ctx, gpuSamplesTable, sb.gpuRows)
+	if err != nil {
+		return err
+	}
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, refused)
+	written := len(sb.gpuRows) - len(refused)
+	if refused, err = p.insertRows(ctx, engineSamplesTable, sb.engRows); err != nil {
+		return err
+	}
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, refused)
+	written += len(sb.engRows) - len(refused)
+	if err := p.writeDeadLetters(ctx, dlq, sb.dlqRecs); err != nil {
+		return err
+	}
+	if err := p.writeRejects(ctx, sb.rejRows); err != nil {
+		return err
+	}
+	p.C.Samples.Add(int64(written))
+	return nil
 }
