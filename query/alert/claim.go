@@ -90,6 +90,7 @@ func (d *Dispatcher) claim(ctx context.Context, list []pending) ([]pending, stri
 		d.m.claims.WithLabelValues("slow").Add(float64(len(list)))
 		d.release(ctx, id, list)
 		if try == 2 || ctx.Err() != nil {
+			d.slowScan.Store(true) // Run tries again soon, not after a poll interval
 			return nil, id, start, nil
 		}
 	}

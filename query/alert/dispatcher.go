@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,6 +74,8 @@ type Dispatcher struct {
 	unrecorded  [][]any
 	recordNext  time.Time
 	recordTries int
+	// slowScan: the last scan gave its claims up as too slow (claim).
+	slowScan atomic.Bool
 }
 
 type receiver struct {
@@ -224,6 +227,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			if n == d.cfg.Batch {
 				wait = 0 // a full batch: more are probably due
 			}
+			if d.slowScan.Load() {
+				wait = min(wait, time.Duration(d.cfg.ClaimSettle)) // claim again soon
+			}
 		}
 		if !t.Stop() {
 			select {
@@ -249,6 +255,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 	d.deliverMu.Lock()
 	defer d.deliverMu.Unlock()
+	d.slowScan.Store(false)
 	now := d.now()
 	if len(d.unrecorded) > 0 {
 		if now.Before(d.recordNext) {

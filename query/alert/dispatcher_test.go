@@ -132,15 +132,14 @@ func newTestDispatcher(t *testing.T, st Store, cfg Config, clk *clock, seed uint
 // is due or rounds run out.
 func drain(t *testing.T, d *Dispatcher, clk *clock, rounds int) {
 	t.Helper()
-	ctx := context.Background()
 	for i := 0; i < rounds; i++ {
-		n, err := d.DeliverDue(ctx)
+		n, err := deliver(t, d)
 		if err != nil {
 			t.Fatalf("deliver due: %v", err)
 		}
 		if n == 0 {
 			clk.Advance(10 * time.Second) // past the longest backoff (8s)
-			if n, err = d.DeliverDue(ctx); err != nil {
+			if n, err = deliver(t, d); err != nil {
 				t.Fatalf("deliver due: %v", err)
 			} else if n == 0 {
 				return
@@ -251,7 +250,7 @@ func TestDeliveryThroughOutages(t *testing.T) {
 	}
 	// Nothing is due any more.
 	clk.Advance(time.Hour)
-	if n, err := d.DeliverDue(ctx); err != nil || n != 0 {
+	if n, err := deliver(t, d); err != nil || n != 0 {
 		t.Errorf("after delivery: %d due (%v), want 0", n, err)
 	}
 }
@@ -270,7 +269,7 @@ func TestDispatcherRestart(t *testing.T) {
 	if _, err := first.Enqueue(ctx, Event{IncidentID: "inc-r", Version: 1, Kind: EventOpened, Payload: testPayload("inc-r", "kv_cache.preemption", "node-2")}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := first.DeliverDue(ctx); err != nil || n != 1 {
+	if n, err := deliver(t, first); err != nil || n != 1 {
 		t.Fatalf("first attempt: %d (%v)", n, err)
 	}
 	if _, err := first.Enqueue(ctx, Event{IncidentID: "inc-s", Version: 2, Kind: EventResolved, Payload: testPayload("inc-s", "gpu.power_cap", "node-4")}); err != nil {
