@@ -259,6 +259,15 @@ func (d deadlineFree) Exec(ctx context.Context, q string, args ...any) error {
 	return d.Conn.Exec(withoutDeadline(ctx), q, args...)
 }
 
+// ReadOnly reports whether the store's user is on a readonly = 1 profile:
+// nothing but reads is allowed, no setting and no temporary table, so a
+// caller with a write-free fallback (a snapshot in a temporary table) takes
+// it without attempting the write.
+func (s *Store) ReadOnly() bool {
+	_, ok := s.conn.(deadlineFree)
+	return ok
+}
+
 // Exception codes the schema checks recognise.
 const (
 	codeUnknownTable    = 60

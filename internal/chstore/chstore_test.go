@@ -407,6 +407,9 @@ func TestReadOnlyUserAndSchemaCheck(t *testing.T) {
 	if err := st.CheckSchema(ctx); err != nil {
 		t.Errorf("current schema: %v", err)
 	}
+	if !st.ReadOnly() || admin.ReadOnly() {
+		t.Errorf("ReadOnly: %v for %s, %v for default; want true, false", st.ReadOnly(), user, admin.ReadOnly())
+	}
 	// Current: Migrate only reads, so the read-only user may run it, even
 	// from a store opened without NoCreate (the database exists: nothing
 	// is created).
