@@ -31,6 +31,22 @@ func TestReadOnlyRankAndQuery(t *testing.T) {
 		t.Fatalf("demo (the data) exited %d: %s\n%s", code, out, errs)
 	}
 	admin := testkit.Connect(t, addr, db)
+	// rank --store (a user who may write) writes the ranking as the next
+	// version of the demo's incident, on the schema the demo migrated.
+	start := faultlab.DefaultStart()
+	win := []string{"--from", start.Format(time.RFC3339), "--to", start.Add(12 * time.Minute).Format(time.RFC3339)}
+	versions := func() uint64 {
+		t.Helper()
+		var n uint64
+		if err := admin.QueryRow(context.Background(), "SELECT count() FROM incidents").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := versions()
+	if code, out, errs := runCmd(t, append([]string{"rank", "--store", "--clickhouse", addr, "--database", db}, win...)...); code != 0 || versions() <= before {
+		t.Errorf("rank --store: exit %d, incident rows %d -> %d:\n%s%s", code, before, versions(), out, errs)
+	}
 	since := time.Now().Add(-time.Second)
 	user, pw := testkit.ReadOnlyUser(t, addr, db)
 	const queryToken = "read-only-test-token-0123456789"
@@ -55,8 +71,6 @@ func TestReadOnlyRankAndQuery(t *testing.T) {
 		t.Errorf("migrate --check as %s: exit %d: %s%s", user, code, out, errs)
 	}
 	// rank, fleet-wide and in one scope.
-	start := faultlab.DefaultStart()
-	win := []string{"--from", start.Format(time.RFC3339), "--to", start.Add(12 * time.Minute).Format(time.RFC3339)}
 	code, out, errs, _ := runEnv(t, getenv, 3*time.Minute, append([]string{"rank"}, win...)...)
 	if code != 0 || !strings.Contains(out, `"status": "firing"`) || !strings.Contains(out, `"cause": "kv_cache.preemption"`) {
 		t.Errorf("rank as %s: exit %d, want a firing breach with kv_cache.preemption:\n%s\n%s", user, code, out, errs)
