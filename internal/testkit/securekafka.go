@@ -78,6 +78,12 @@ func StartSecureKafka(t testing.TB) SecureKafka {
 			t.Skip(msg)
 		}
 	}
+	// The script's path is resolved now: the cleanup must not depend on
+	// the working directory still existing.
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("secure kafka: %v", err)
+	}
 	ports, err := freePorts(3)
 	if err != nil {
 		t.Fatalf("secure kafka: %v", err)
@@ -92,11 +98,11 @@ func StartSecureKafka(t testing.TB) SecureKafka {
 		"KAFKA_HEAP_OPTS=-Xms128m -Xmx384m",
 	}
 	t.Cleanup(func() {
-		if _, err := runScriptOut("deploy/dev/kafka.sh", env, "stop"); err != nil {
+		if _, err := runScriptOut(root, "deploy/dev/kafka.sh", env, "stop"); err != nil {
 			t.Errorf("stop the secure Kafka broker: %v", err)
 		}
 	})
-	out, err := runScriptOut("deploy/dev/kafka.sh", env, "start")
+	out, err := runScriptOut(root, "deploy/dev/kafka.sh", env, "start")
 	if err != nil {
 		t.Fatalf("start the secure Kafka broker: %v", err)
 	}
@@ -139,13 +145,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// runScriptOut is runScript that returns the script's stdout (stderr goes
-// into the error).
-func runScriptOut(script string, env []string, args ...string) ([]byte, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
+// runScriptOut runs a script of the repository at root and returns its
+// stdout (stderr goes into the error).
+func runScriptOut(root, script string, env []string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, script)}, args...)...)
