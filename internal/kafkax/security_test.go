@@ -281,3 +281,70 @@ func writeOtherCA(t *testing.T, file string) {
 		t.Fatal(err)
 	}
 }
+
+// TestEveryClientDialsWithSecurity reads the module's non-test sources: a
+// Kafka client made any other way than through Security's Transport or
+// Dialer would connect in plaintext whatever the flags say. kafka-go's
+// defaults (DefaultDialer, DefaultTransport, Dial, DialLeader), a Transport
+// or Dialer literal, and a ReaderConfig without a Dialer are refused outside
+// security.go; internal/testkit (plumbing for the plaintext dev broker) is
+// exempt.
+func TestEveryClientDialsWithSecurity(t *testing.T) {
+	root, err := testkit.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{"kafka.DefaultDialer", "kafka.DefaultTransport", "kafka.Dial(", "kafka.DialLeader(", "kafka.DialContext(",
+		"&kafka.Transport{", "kafka.Transport{", "&kafka.Dialer{", "kafka.Dialer{"}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == filepath.Join("internal", "testkit") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || rel == filepath.Join("internal", "kafkax", "security.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		src := string(b)
+		if !strings.Contains(src, `"github.com/segmentio/kafka-go"`) {
+			return nil
+		}
+		checked++
+		for _, f := range forbidden {
+			if strings.Contains(src, f) {
+				t.Errorf("%s: %s: make Kafka clients with kafkax.Security's Transport or Dialer", rel, f)
+			}
+		}
+		for rest := src; ; {
+			i := strings.Index(rest, "kafka.ReaderConfig{")
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len("kafka.ReaderConfig{"):]
+			end := strings.Index(rest, "})")
+			if end < 0 {
+				end = len(rest)
+			}
+			if !strings.Contains(rest[:end], "Dialer:") {
+				t.Errorf("%s: a kafka.ReaderConfig without a Dialer (kafkax.Security.Dialer) reads in plaintext", rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("only %d files import kafka-go: is the walk looking at the module?", checked)
+	}
+}
