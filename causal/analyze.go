@@ -330,6 +330,10 @@ type Candidate struct {
 	// WholeScope marks an entity that is the scope's only one (a model
 	// served by one engine): named, but not localized within the scope.
 	WholeScope bool
+	// DemandRise is a queue culprit's arrival rate in the window over the
+	// baseline's on its entity, when at least Config.QueueDemandRise (more
+	// work arrived); 0 otherwise.
+	DemandRise float64
 	// Culprit is set when the cause made the ranked list.
 	Culprit bool
 }

@@ -318,6 +318,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 			where, rise, wRate, bRate, r.cfg.QueueDemandRise))
 		return nil
 	}
+	c.cand.DemandRise = rise
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
 		where, rise, wRate, bRate))
 	return nil

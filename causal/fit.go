@@ -336,10 +336,17 @@ func (r *run) examineDegraded() error {
 		es   *entityStats
 		kind string
 		host *degradedHost // kindHost
+		sole bool          // the scope's only host, against its own baseline
 	}
 	var cands []cand
 	engCand := map[string]bool{}
 	if okE && engNode.Categorical {
+		if h, ok := r.soleHost(); ok {
+			cands = append(cands, cand{node: engNode, es: h.es, kind: kindHost, host: &h, sole: true})
+			for _, k := range h.engines {
+				engCand[k] = true
+			}
+		}
 		for _, h := range r.degradedHosts() {
 			cands = append(cands, cand{node: engNode, es: h.es, kind: kindHost, host: &h})
 			for _, k := range h.engines {
@@ -380,12 +387,20 @@ func (r *run) examineDegraded() error {
 		regs := []string{"1"}
 		names := []string{"intercept"}
 		var adjusted []string
-		if r.base != nil {
+		switch {
+		case cd.sole:
+			// Every request of the scope ran on the host: its change from
+			// its own baseline, beyond what the mechanisms explain, with
+			// each engine's own level as a fixed effect.
+			ind, exclude = "1", nil
+			regs = append(regs, r.inWin01())
+			names = append(names, label+"×window")
+		case r.base != nil:
 			w := r.inWin01()
 			regs = append(regs, ind+" * "+w, w, ind)
 			names = append(names, label+"×window", "window", label)
 			adjusted = append(adjusted, "window")
-		} else {
+		default:
 			regs = append(regs, ind)
 			names = append(names, label)
 		}
@@ -428,12 +443,56 @@ func (r *run) examineDegraded() error {
 			return err
 		}
 		r.describeDegraded(c, cd.es, mechNames)
-		if h := cd.host; h != nil {
+		if h := cd.host; h != nil && cd.sole {
+			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("every request of the scope ran on its %d engine(s): the host is judged against its own baseline (%s of %s requests in the tail then, %s of %s now), there being no peer host",
+				len(h.engines), fmtNum(cd.es.nbTail), fmtNum(cd.es.nb), fmtNum(cd.es.nwTail), fmtNum(cd.es.nw)))
+		} else if h != nil {
 			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("its %d engines share the excess tail over the other hosts' rate (the two largest %.0f%% and %.0f%%): the host, not one engine, is slow",
 				len(h.engines), 100*h.largest, 100*h.second))
 		}
 	}
 	return r.ensureCounterfactuals()
+}
+
+// soleHost is the scope's one host when every engine of the scope runs on
+// it and there is a baseline: a model served from one host has no peer
+// host, so a slow host shows only as the scope's change from its own
+// baseline (its queue then grows as a symptom). Its health is its window
+// tail rate scored against its baseline's.
+func (r *run) soleHost() (degradedHost, bool) {
+	if r.base == nil {
+		return degradedHost{}, false
+	}
+	var host string
+	var engines []string
+	for _, k := range sortedKeys(r.engines) {
+		e := r.engines[k]
+		if e.nw+e.nb < float64(r.cfg.MinEntityRows) {
+			continue
+		}
+		if e.host == "" || host != "" && e.host != host {
+			return degradedHost{}, false
+		}
+		host = e.host
+		engines = append(engines, k)
+	}
+	es := r.hosts[host]
+	if host == "" || es == nil || es.nw < float64(r.cfg.MinEntityRows) || es.nb < float64(r.cfg.MinEntityRows) {
+		return degradedHost{}, false
+	}
+	hs, err := Health([]EntityCounts{{Key: "window", Tail: es.nwTail, N: es.nw}, {Key: "baseline", Tail: es.nbTail, N: es.nb}}, nil)
+	if err != nil || len(hs) == 0 {
+		return degradedHost{}, false
+	}
+	for _, h := range hs {
+		if h.Key == "window" {
+			es.health, es.healthOK = h.Health, true
+		}
+	}
+	if es.health >= r.cfg.DegradedHealth {
+		return degradedHost{}, false
+	}
+	return degradedHost{es: es, engines: engines, largest: 1}, true
 }
 
 // degradedHost is a host examined as one entity (examineDegraded).

@@ -90,7 +90,7 @@ func TestOrderByMechanism(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]Culprit(nil), tc.in...)
-			got := orderByMechanism(g, in, cands(tc.in, tc.nodes...))
+			got := orderByMechanism(g, in, cands(tc.in, tc.nodes...), nil)
 			if g, w := order(got), tc.want; len(g) != len(w) || g[0] != w[0] || g[1] != w[1] {
 				t.Errorf("order %v, want %v", g, w)
 			}
@@ -121,5 +121,35 @@ func TestDedupeCulpritsKeepsTheWinnersCandidate(t *testing.T) {
 	got := dedupeCulprits(cs, cands)
 	if len(got) != 1 || got[0].Rank != 1 || !cands[0].Culprit || cands[1].Culprit {
 		t.Fatalf("culprits %+v, candidates culprit flags %v %v", got, cands[0].Culprit, cands[1].Culprit)
+	}
+}
+
+// An upstream culprit whose attributable fraction is far below its
+// mediator's still ranks first when its shift explains the mediator's
+// (mediates); otherwise the order stays.
+func TestOrderByMechanismMediated(t *testing.T) {
+	g, err := DefaultDAG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := Entity{Model: "m"}
+	in := []Culprit{{Cause: CausePrefixMiss, Entity: scope, AttributableFraction: 0.9}, {Cause: CauseLongPrompts, Entity: scope, AttributableFraction: 0.2}}
+	cs := []Candidate{{Cause: CausePrefixMiss, Entity: scope, Node: "prefix_miss", Culprit: true}, {Cause: CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true}}
+	for _, tc := range []struct {
+		mediated bool
+		want     Cause
+	}{{true, CauseLongPrompts}, {false, CausePrefixMiss}} {
+		var asked []string
+		med := func(up, down string, _, _ Culprit) bool {
+			asked = append(asked, up+"→"+down)
+			return tc.mediated
+		}
+		got := orderByMechanism(g, append([]Culprit(nil), in...), cs, med)
+		if got[0].Cause != tc.want {
+			t.Errorf("mediated %v: first %s, want %s", tc.mediated, got[0].Cause, tc.want)
+		}
+		if len(asked) == 0 || asked[0] != "prompt_mix→prefix_miss" {
+			t.Errorf("mediated %v: asked %v", tc.mediated, asked)
+		}
 	}
 }

@@ -41,7 +41,8 @@ type run struct {
 	topCut        float64
 	degraded      []*causeRun
 	splits        []*causeRun
-	spans         []float64 // arrivalSpans: window, baseline seconds
+	spans         []float64       // arrivalSpans: window, baseline seconds
+	mediated      map[string]bool // mediates, memoized
 
 	notes   []string
 	queries int
@@ -448,7 +449,8 @@ func (r *run) result() *Analysis {
 		}
 		RankCulprits(cs)
 		cs = dedupeCulprits(cs, an.Candidates)
-		cs = orderByMechanism(r.a.dag, cs, an.Candidates)
+		cs = orderByMechanism(r.a.dag, cs, an.Candidates, r.mediates)
+		an.Queries, an.QueryTime, an.Notes = r.queries, r.qtime, r.notes
 		if f := r.req.Focus; f != nil {
 			cs = focusCulprits(cs, f.Entity)
 		}
@@ -561,7 +563,7 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     explains at least part of it.
 //
 // Ranks are renumbered; the order is otherwise kept.
-func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
+func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool) []Culprit {
 	if len(cs) < 2 {
 		return cs
 	}
@@ -615,10 +617,11 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate) []Culprit {
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
 		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
-			b.AttributableFraction >= 0.3*a.AttributableFraction:
+			(b.AttributableFraction >= 0.3*a.AttributableFraction || mediates != nil && mediates(nodes[j], nodes[i], b, a)):
 			// Upstream first: b's mechanism drives a's. b's share of the
 			// tail is its total effect, through a included: when it is
-			// far below a's, most of a is not b's doing.
+			// far below a's, most of a is not b's doing, unless b's shift
+			// explains most of a's (mediates: b's measure is noisy).
 			return true
 		}
 		return false

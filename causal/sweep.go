@@ -1,9 +1,11 @@
 package causal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -178,20 +180,24 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 				totalTail += e.k
 			}
 		}
-		scopeFiring := s.an.Incident.Status == StatusFiring
-		if scopeFiring {
-			// The scope's breach is one entity's when that entity holds
-			// most of the scope's window tail.
+		scopeBreach := func() {
+			s.an.Incident.Breach = &Where{Level: LevelScope, Entity: scopeEntity(s.sc), Requests: s.an.Incident.Requests,
+				TailRequests: s.an.Incident.TailRequests, ExcessTail: scopeExcess(s.an), TailThresholdMS: s.an.TailThresholdMS}
+			res.Breaches = append(res.Breaches, s.an)
+		}
+		// The scope's breach is one entity's when that entity holds most
+		// of the scope's window tail (deferred: confirmed below, when a
+		// culprit acts on that entity).
+		deferred := false
+		if s.an.Incident.Status == StatusFiring {
 			if len(breached) > 0 && totalTail > 0 && breached[0].k >= a.cfg.FocusShare*totalTail {
-				scopeFiring = false
+				deferred = true
 			} else {
-				s.an.Incident.Breach = &Where{Level: LevelScope, Entity: scopeEntity(s.sc), Requests: s.an.Incident.Requests,
-					TailRequests: s.an.Incident.TailRequests, ExcessTail: scopeExcess(s.an), TailThresholdMS: s.an.TailThresholdMS}
-				res.Breaches = append(res.Breaches, s.an)
+				scopeBreach()
 				breached = uncovered(breached, s.an.Incident.Culprits)
 			}
 		}
-		for _, e := range breached {
+		for i, e := range breached {
 			w := e.where()
 			r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, Focus: &w}
 			r.SLO.Scope = s.sc
@@ -203,9 +209,18 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			res.Queries += an.Queries
 			res.QueryTime += an.QueryTime
 			if an.Incident.Status != StatusFiring {
+				if deferred && i == 0 {
+					scopeBreach()
+				}
 				continue
 			}
 			if cs := an.Incident.Culprits; len(cs) == 0 || !overlapsEntity(cs[0].Entity, w.Entity) {
+				if deferred && i == 0 {
+					// The entity carries most of the scope's tail, but what
+					// acts on it acts on the whole scope: the scope's breach.
+					scopeBreach()
+					continue
+				}
 				// Nothing measured or tested on the entity explains its
 				// tail: not confirmed (a fault-free holdout run fired
 				// with no culprit at all).
@@ -355,7 +370,9 @@ type screened struct {
 		pre     bucketCounts
 	}
 	scanT float64 // the threshold of the best stretch
-	win   Interval
+	// The best stretch as bucket indices and the threshold's index in byT.
+	scanLo, scanHi, scanTi int
+	win                    Interval
 }
 
 // bucketCounts are an entity's requests and tail requests in one stretch.
@@ -543,10 +560,11 @@ func scanThresholds(q float64) [2]float64 { return [2]float64{q, math.Max(1-5*(1
 // shows in the whole window.
 func scanEntities(set []*screened, ts [2]float64) {
 	type found struct {
-		p, ex    float64
-		why      string
-		from, to time.Time
-		tests    int
+		p, ex      float64
+		why        string
+		from, to   time.Time
+		tests      int
+		lo, hi, ti int
 	}
 	best := make([]found, len(set))
 	for i := range best {
@@ -560,7 +578,7 @@ func scanEntities(set []*screened, ts [2]float64) {
 		for i, e := range set {
 			best[i].tests += e.scanTests
 			if e.scanWhy != "" && e.scanP < best[i].p {
-				best[i] = found{p: e.scanP, ex: e.scanExcess, why: e.scanWhy, from: e.scanFrom, to: e.scanTo, tests: best[i].tests}
+				best[i] = found{p: e.scanP, ex: e.scanExcess, why: e.scanWhy, from: e.scanFrom, to: e.scanTo, tests: best[i].tests, lo: e.scanLo, hi: e.scanHi, ti: ti}
 				e.scanT = ts[ti]
 			}
 		}
@@ -568,6 +586,7 @@ func scanEntities(set []*screened, ts [2]float64) {
 	for i, e := range set {
 		b := best[i]
 		e.scanTests, e.scanWhy, e.scanP, e.scanExcess, e.scanFrom, e.scanTo = b.tests, b.why, b.p, b.ex, b.from, b.to
+		e.scanLo, e.scanHi, e.scanTi = b.lo, b.hi, b.ti
 		e.buckets, e.pre = e.byT[0].buckets, e.byT[0].pre
 	}
 }
@@ -658,6 +677,7 @@ func scanOnce(set []*screened) {
 		if why != "" {
 			e.scanP, e.scanWhy, e.scanExcess = best, why, math.Max(bestEx, 0)
 			e.scanFrom, e.scanTo = bucketBounds(e, from, to)
+			e.scanLo, e.scanHi = from, to
 		}
 	}
 }
@@ -693,7 +713,7 @@ func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 	var out []*screened
 	hostBreach := map[string]bool{}
 	for _, e := range all {
-		if e.kind == LevelHost && bad(e) && e.engines >= 2 && elevatedOnHost[e.ent.Host] >= 2 {
+		if e.kind == LevelHost && bad(e) && e.engines >= 2 && (elevatedOnHost[e.ent.Host] >= 2 || sharedOnHost(e, all)) {
 			hostBreach[e.ent.Host] = true
 			out = append(out, e)
 		}
@@ -707,6 +727,45 @@ func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 		return math.Max(out[i].excess, out[i].scanExcess) > math.Max(out[j].excess, out[j].scanExcess)
 	})
 	return out
+}
+
+// sharedOnHost reports whether a host's excess tail in its worst stretch
+// is shared by its engines: against the other hosts' engines' rate there,
+// the second largest engine excess is at least half the largest. When a
+// whole host is slow its engines are each other's peers and mask one
+// another in the engine tests; judged against the other hosts they are
+// all elevated, whereas one bad engine leaves the others at the rate.
+func sharedOnHost(h *screened, all []*screened) bool {
+	var otherK, otherN float64
+	var own []*screened
+	for _, e := range all {
+		if e.kind != LevelEngine || len(e.byT[h.scanTi].buckets) <= h.scanHi {
+			continue
+		}
+		if e.ent.Host == h.ent.Host {
+			own = append(own, e)
+			continue
+		}
+		for b := h.scanLo; b <= h.scanHi; b++ {
+			otherK += e.byT[h.scanTi].buckets[b].k
+			otherN += e.byT[h.scanTi].buckets[b].n
+		}
+	}
+	if len(own) < 2 || otherN == 0 {
+		return false
+	}
+	rate := (otherK + 0.5) / (otherN + 1)
+	excess := make([]float64, 0, len(own))
+	for _, e := range own {
+		var k, n float64
+		for b := h.scanLo; b <= h.scanHi; b++ {
+			k += e.byT[h.scanTi].buckets[b].k
+			n += e.byT[h.scanTi].buckets[b].n
+		}
+		excess = append(excess, math.Max(0, k-n*rate))
+	}
+	slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
+	return excess[0] > 0 && excess[1] >= excess[0]/2
 }
 
 // betaBinomialSF is P(X ≥ k) for X ~ BetaBinomial(n, α, β).

@@ -193,3 +193,61 @@ func TestSweepMaxScopes(t *testing.T) {
 		t.Errorf("scopes %v, notes %q: want the two busiest and a note", got, res.Notes)
 	}
 }
+
+// sharedOnHost: a host whose engines all carry excess tail against the
+// other hosts' engines is slow as a whole, even when the engine tests
+// (each engine against peers that include its own host's slow engines)
+// see no engine elevated; one bad engine leaves its neighbours at the rate.
+func TestSharedOnHost(t *testing.T) {
+	eng := func(host string, k ...float64) *screened {
+		e := &screened{kind: LevelEngine, key: host, ent: Entity{Host: host}}
+		for _, x := range k {
+			e.byT[1].buckets = append(e.byT[1].buckets, bucketCounts{n: 300, k: x})
+		}
+		return e
+	}
+	h := &screened{kind: LevelHost, ent: Entity{Host: "h1"}, scanLo: 1, scanHi: 2, scanTi: 1}
+	cases := []struct {
+		name string
+		set  []*screened
+		want bool
+	}{
+		{"all engines of the host elevated", []*screened{h, eng("h1", 3, 30, 28), eng("h1", 2, 25, 31), eng("h0", 3, 3, 2), eng("h0", 2, 3, 3)}, true},
+		{"one engine elevated", []*screened{h, eng("h1", 3, 30, 28), eng("h1", 2, 3, 4), eng("h0", 3, 3, 2), eng("h0", 2, 3, 3)}, false},
+		{"elevated outside the stretch only", []*screened{h, eng("h1", 30, 3, 2), eng("h1", 25, 3, 4), eng("h0", 3, 3, 2), eng("h0", 2, 3, 3)}, false},
+		{"no other host", []*screened{h, eng("h1", 3, 30, 28), eng("h1", 2, 25, 31)}, false},
+		{"one engine on the host", []*screened{h, eng("h1", 3, 30, 28), eng("h0", 3, 3, 2)}, false},
+	}
+	for _, c := range cases {
+		if got := sharedOnHost(h, c.set); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A model served from one host, the whole host slow with no metric
+// moving: there is no peer host, so the host is judged against its own
+// baseline; the queue that grew is a symptom of it. Asked with a healthy
+// hour before the window and with no earlier data (the baseline is then
+// the window's own healthy start).
+func TestSweepSoleHostDegraded(t *testing.T) {
+	var faults []synthFault
+	for g := 0; g < 4; g++ {
+		faults = append(faults, synthFault{Kind: "degraded", Host: 0, GPU: g, Factor: 1.6})
+	}
+	for _, w := range []Interval{window(30*time.Minute, time.Hour), window(0, time.Hour)} {
+		res := sweepScenario(t, synthScenario{Seed: 5, Duration: time.Hour, Hosts: 1, GPUs: 4, RatePerS: 20, FaultFrom: 30 * time.Minute, Faults: faults},
+			SweepRequest{Window: w})
+		if len(res.Breaches) != 1 {
+			t.Fatalf("window %v: %d breaches, want 1", w, len(res.Breaches))
+		}
+		in := res.Breaches[0].Incident
+		if len(in.Culprits) == 0 {
+			t.Fatalf("window %v: no culprit", w)
+		}
+		top := in.Culprits[0]
+		if top.Cause != CauseEntityDegraded || top.Entity.Host != hostName(0) || top.Entity.Pod != "" || top.Entity.GPU != "" {
+			t.Errorf("window %v: top culprit %s %+v, want entity.degraded on host %s", w, top.Cause, top.Entity, hostName(0))
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package causal
+
+import (
+	"fmt"
+	"math"
+)
+
+// MediatedShare is how much of a downstream culprit's exposure shift its
+// upstream culprit must explain for the upstream one to rank first when its
+// attributable fraction alone is too small (orderByMechanism).
+const MediatedShare = 0.5
+
+// mediates reports whether the shift of a downstream culprit's treatment
+// from the baseline to the window is mostly the upstream culprit's doing:
+// the treatment of down regressed on the treatment of up, with the window
+// indicator and the engines' fixed effects, so that the slope is learnt
+// from the variation within each period (not from the step both took at
+// once); the slope times up's shift predicts at least MediatedShare of
+// down's shift. It answers the question the attributable fractions cannot
+// when the upstream measure is noisy (an engine's prompt mix from counter
+// deltas) and its total effect is underestimated: did the prefix cache
+// miss more because the prompts grew, or on its own? Rows are those of the
+// culprits' entity (the scope when both act on it). False without a
+// baseline or when either is not a measured node; results are memoized.
+func (r *run) mediates(upNode, downNode string, up, down Culprit) bool {
+	if r.base == nil {
+		return false
+	}
+	key := upNode + "\x00" + downNode + "\x00" + EntityString(down.Entity)
+	if v, ok := r.mediated[key]; ok {
+		return v
+	}
+	v, mWin, mBase, err := r.mediatedShare(upNode, downNode, down.Entity)
+	if err != nil {
+		r.note("mediation %s → %s: %v", upNode, downNode, err)
+	}
+	// More work arriving raises what the engine does per second in
+	// proportion (prompt tokens per second = requests per second × tokens
+	// per request): the arrivals' share of the downstream rise, on the log
+	// scale, where the slope within each period cannot see it.
+	if rise := r.demandRise(up); err == nil && rise > 1 && mBase > 0 && mWin > mBase {
+		v = math.Max(nanTo0(v), math.Log(rise)/math.Log(mWin/mBase))
+	}
+	ok := err == nil && v >= MediatedShare
+	if err == nil && !math.IsNaN(v) {
+		on := EntityString(down.Entity)
+		if on == "" {
+			on = "the scope"
+		}
+		r.note("mediation: the shift of %s predicts %.0f%% of the shift of %s on %s", upNode, 100*v, downNode, on)
+	}
+	if r.mediated == nil {
+		r.mediated = map[string]bool{}
+	}
+	r.mediated[key] = ok
+	return ok
+}
+
+// demandRise is the DemandRise of the candidate behind culprit c (0 when
+// none).
+func (r *run) demandRise(c Culprit) float64 {
+	for _, k := range r.all() {
+		if k.cand.Culprit && k.cand.Cause == c.Cause && k.cand.Entity == c.Entity {
+			return k.cand.DemandRise
+		}
+	}
+	return 0
+}
+
+func nanTo0(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// mediatedShare is the share of down's treatment shift that up's shift
+// predicts (mediates), NaN when down did not rise, and down's mean in the
+// window and in the baseline.
+func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBase float64, err error) {
+	share, mWin, mBase = math.NaN(), math.NaN(), math.NaN()
+	upN, ok1 := r.a.dag.Node(upNode)
+	downN, ok2 := r.a.dag.Node(downNode)
+	engN, ok3 := r.a.dag.Node("engine")
+	if !ok1 || !ok2 || !ok3 || upN.Expr == "" || downN.Expr == "" || upN.Categorical || downN.Categorical {
+		return share, mWin, mBase, fmt.Errorf("not two measured nodes")
+	}
+	x, y := "toFloat64("+upN.Expr+")", "toFloat64("+downN.Expr+")"
+	where := r.pooledWhere() + " AND isFinite(" + x + ") AND isFinite(" + y + ")"
+	switch {
+	case e.GPU != "":
+		where += " AND gpu = " + QuoteString(e.GPU)
+	case e.Pod != "" || e.Engine != "":
+		where += " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
+	case e.Host != "":
+		where += " AND host = " + QuoteString(e.Host)
+	}
+	var factors []Factor
+	if where == r.pooledWhere()+" AND isFinite("+x+") AND isFinite("+y+")" {
+		// The whole scope: each engine's own level as a fixed effect (the
+		// rows of one entity need none).
+		fe, err := r.fixedEffects(engN)
+		if err != nil {
+			return share, mWin, mBase, err
+		}
+		factors = []Factor{fe}
+	}
+	w := r.inWin01()
+	d := Design{
+		Table: r.table(), Where: where,
+		Regressors: []string{"1", x, w}, Names: []string{"intercept", upNode, "window"},
+		Factors:  factors,
+		Outcomes: []string{y},
+		Sums:     []string{w, w + " * " + x, w + " * " + y, "1 - " + w, "(1 - " + w + ") * " + x, "(1 - " + w + ") * " + y},
+	}
+	q, err := d.SuffStatsSQL()
+	if err != nil {
+		return share, mWin, mBase, err
+	}
+	groups, err := r.groups("mediation", q, len(d.Factors), len(d.SuffStatsColumns()))
+	if err != nil {
+		return share, mWin, mBase, err
+	}
+	stats, sums, err := d.AssembleSuffStats(groups)
+	if err != nil {
+		return share, mWin, mBase, err
+	}
+	if stats[0].N <= float64(d.P())+10 || sums[0] == 0 || sums[3] == 0 {
+		return share, mWin, mBase, fmt.Errorf("%v rows", stats[0].N)
+	}
+	f, err := FitOLS(stats[0], nil)
+	if err != nil {
+		return share, mWin, mBase, err
+	}
+	mWin, mBase = sums[2]/sums[0], sums[5]/sums[3]
+	dx := sums[1]/sums[0] - sums[4]/sums[3]
+	dy := mWin - mBase
+	if !(dy > 0) {
+		return share, mWin, mBase, nil
+	}
+	return f.Coef[1] * dx / dy, mWin, mBase, nil
+}
