@@ -88,6 +88,7 @@ type Store struct {
 	db      string
 	ttl     time.Duration
 	log     *slog.Logger
+	cfg     Config // as opened: Session dials with it
 
 	expiredRows atomic.Int64
 	mu          sync.Mutex
@@ -173,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return &Store{
 		conn: conn, version: schemas.ServerVersion{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}, db: cfg.Database,
-		ttl: cfg.TTL, log: cfg.Logger,
+		ttl: cfg.TTL, log: cfg.Logger, cfg: cfg,
 		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
 	}, nil
 }
@@ -202,7 +203,7 @@ func openExisting(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{
-		conn: conn, version: v, db: cfg.Database, ttl: cfg.TTL, log: cfg.Logger,
+		conn: conn, version: v, db: cfg.Database, ttl: cfg.TTL, log: cfg.Logger, cfg: cfg,
 		tableTTLs: map[string]TTL{}, warned: map[string]time.Time{}, unwarned: map[string]int64{},
 	}, nil
 }
