@@ -64,8 +64,8 @@ type sampleBatch struct {
 	dlqRecs          []kafkax.Record
 }
 
-// maxSampleMsgs bounds the records of one batch; a batch also ends at
-// Config.BatchRows sample rows or after Config.BatchWait.
+// maxSampleMsgs bounds the records of one batch; a batch also ends when
+// one of its tables has Config.BatchRows rows, or after Config.BatchWait.
 const maxSampleMsgs = 5000
 
 // fetchSamples reads batches of metric records and turns them into rows,
@@ -76,7 +76,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
 		bounds := p.bounds()
-		for len(sb.msgs) < maxSampleMsgs && len(sb.gpuRows)+len(sb.engRows) < p.cfg.BatchRows {
+		for len(sb.msgs) < maxSampleMsgs && len(sb.gpuRows) < p.cfg.BatchRows && len(sb.engRows) < p.cfg.BatchRows {
 			m, err := reader.FetchMessage(bctx)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
