@@ -289,9 +289,15 @@ func (r *run) attribute() error {
 // service built: it compares the arrival rate on the culprit's engine (or
 // the scope) in the window with the baseline's. Below
 // Config.QueueDemandRise the queue is a symptom of whatever slowed the
-// engine (Candidate.Symptom); the evidence says which it is.
+// engine (Candidate.Symptom); the evidence says which it is. Without a
+// baseline, an engine's arrivals are compared with its peers' in the
+// window (peerDemand).
 func (r *run) judgeDemand(c *causeRun) error {
-	if r.base == nil || r.cfg.QueueDemandRise == 0 {
+	if r.cfg.QueueDemandRise == 0 {
+		return nil
+	}
+	if r.base == nil {
+		r.peerDemand(c)
 		return nil
 	}
 	var nw, nb float64
@@ -322,6 +328,45 @@ func (r *run) judgeDemand(c *causeRun) error {
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
 		where, rise, wRate, bRate))
 	return nil
+}
+
+// peerDemand is judgeDemand without a baseline: the arrivals on the
+// culprit's engine over the median of its peers' in the window (engines
+// of one model behind one router share its arrivals alike). A queue on an
+// engine that got no more work than its peers grew because it served
+// slower: a symptom. A scope-wide queue has no peer and is left as it is.
+func (r *run) peerDemand(c *causeRun) {
+	es := r.engines[c.entityKey]
+	if c.entityKey == "" || es == nil {
+		return
+	}
+	var peers []float64
+	for _, k := range sortedKeys(r.engines) {
+		if o := r.engines[k]; k != c.entityKey && k != "" && o.nw >= float64(r.cfg.MinEntityRows) {
+			peers = append(peers, o.nw)
+		}
+	}
+	if len(peers) < 2 {
+		return
+	}
+	slices.Sort(peers)
+	med := peers[len(peers)/2]
+	if len(peers)%2 == 0 {
+		med = (peers[len(peers)/2-1] + peers[len(peers)/2]) / 2
+	}
+	if med <= 0 {
+		return
+	}
+	rise := es.nw / med
+	if rise < r.cfg.QueueDemandRise {
+		c.cand.Symptom = true
+		c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("engine %s received %.0f requests in the window, ×%.2f the median of its %d peers (%.0f), below ×%v: the queue grew because requests were served slower, not because more arrived; it ranks below the other culprits there",
+			es.key, es.nw, rise, len(peers), med, r.cfg.QueueDemandRise))
+		return
+	}
+	c.cand.DemandRise = rise
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("engine %s received %.0f requests in the window, ×%.2f the median of its %d peers: more work arrived there than at its peers",
+		es.key, es.nw, rise, len(peers)))
 }
 
 // arrivalSpans are the seconds between the first and the last arrival of

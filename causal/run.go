@@ -347,6 +347,16 @@ func (r *run) resolveBaseline() error {
 	if err != nil {
 		return err
 	}
+	if f := r.req.Focus; !ok && f != nil && f.Stretch != nil && f.Stretch.Start.After(r.win.Start) && f.Stretch.Start.Before(r.win.End) {
+		// The entity's own change: the time scan found where it turned
+		// worse than its peers or its past; what came before is its own
+		// recent past, the scope's change point being none.
+		b := Interval{Start: r.win.Start, End: f.Stretch.Start}
+		r.base, r.baseSource = &b, BaselineChangePoint
+		r.win = Interval{Start: f.Stretch.Start, End: r.win.End}
+		r.note("baseline from the window itself: %s %s turned worse at %s; window narrowed to %s", f.Level, EntityString(f.Entity), f.Stretch.Start.UTC().Format(time.RFC3339), fmtInterval(r.win))
+		return nil
+	}
 	if !ok {
 		r.baseSource = BaselineNone
 		r.note("no baseline: %d requests in the %s before the window and no change point inside it", n, r.cfg.BaselineLength)
