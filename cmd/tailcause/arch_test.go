@@ -27,7 +27,10 @@ func stageOf(rel string) string {
 
 // TestImportGraph enforces the layering of DESIGN.md: stages never import
 // each other, internal/ imports no stage, schemas/ imports nothing of the
-// module. Test files count too, except in cmd/ (the wiring).
+// module, lab/ (the fault lab and the eval, an app of its own) is imported
+// only by cmd/, by lab/ itself and by tests, and the simulator
+// (lab/faultlab) imports no stage. Test files count too, except in cmd/ (the
+// wiring) and for imports of lab/.
 func TestImportGraph(t *testing.T) {
 	root := filepath.Join("..", "..")
 	checked := 0
@@ -55,6 +58,8 @@ func TestImportGraph(t *testing.T) {
 			return err
 		}
 		from := stageOf(rel)
+		inLab := rel == "lab" || strings.HasPrefix(rel, "lab/")
+		isTest := strings.HasSuffix(path, "_test.go")
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if !strings.HasPrefix(p, module+"/") {
@@ -69,6 +74,10 @@ func TestImportGraph(t *testing.T) {
 				t.Errorf("%s imports stage %s: internal/ is shared plumbing and imports no stage", path, p)
 			case from != "" && to != "" && to != from:
 				t.Errorf("%s (stage %s) imports stage %s: stages meet only through schemas/ topics and tables", path, from, to)
+			case !inLab && !isTest && (target == "lab" || strings.HasPrefix(target, "lab/")):
+				t.Errorf("%s imports %s: lab/ is an app of its own, used only by cmd/ and by tests", path, p)
+			case (rel == "lab/faultlab" || strings.HasPrefix(rel, "lab/faultlab/")) && to != "":
+				t.Errorf("%s imports stage %s: the simulator emits telemetry as real sources do and knows no stage (only lab/eval drives the pipeline)", path, p)
 			}
 		}
 		return nil
@@ -84,7 +93,7 @@ func TestImportGraph(t *testing.T) {
 // TestEveryPackageHasDoc: a doc.go per package says what it owns.
 func TestEveryPackageHasDoc(t *testing.T) {
 	root := filepath.Join("..", "..")
-	for _, dir := range []string{"ingest", "enrich", "enrich/normalize", "enrich/join", "causal", "schemas", "internal/chstore", "internal/kafkax", "internal/otlpkafka", "internal/testkit", "internal/faultlab", "query", "query/alert", "internal/otlpfixture", "lab/eval"} {
+	for _, dir := range []string{"ingest", "enrich", "enrich/normalize", "enrich/join", "causal", "schemas", "internal/chstore", "internal/kafkax", "internal/otlpkafka", "internal/testkit", "query", "query/alert", "internal/otlpfixture", "lab/eval", "lab/faultlab", "lab/faultlab/sink", "lab/faultlab/sink/sinktest"} {
 		if _, err := os.Stat(filepath.Join(root, dir)); err != nil {
 			continue // not every package exists at every stage of the project
 		}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/lab/eval"
+	"github.com/tailcause/tailcause/lab/faultlab"
 	"github.com/tailcause/tailcause/query"
 	"github.com/tailcause/tailcause/query/alert"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/internal/testkit"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {

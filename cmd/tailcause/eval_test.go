@@ -7,9 +7,9 @@ import (
 
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/internal/testkit"
 	"github.com/tailcause/tailcause/lab/eval"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // TestConfounderEndToEnd runs a confounded fault-lab scenario through Kafka,

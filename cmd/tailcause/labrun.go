@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/lab/eval"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // runLab runs one fault-lab configuration through the real pipeline

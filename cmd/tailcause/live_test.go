@@ -34,8 +34,9 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab/sink/sinktest"
 	"github.com/tailcause/tailcause/query/alert"
 )
 
@@ -403,7 +404,7 @@ func runLive(ctx context.Context, c liveConfig) (*liveResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	paced := sink.NewPaced(hs)
+	paced := sinktest.NewPaced(hs)
 	cfg := faultlab.DefaultConfig()
 	cfg.Scenario, cfg.Seed, cfg.Duration = sc, c.seed, c.duration
 	res.start = time.Now().UTC()

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
 	"github.com/tailcause/tailcause/internal/testkit"
+	"github.com/tailcause/tailcause/lab/faultlab"
 	"github.com/tailcause/tailcause/schemas"
 )
 

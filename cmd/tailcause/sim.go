@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
 	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // cmdSim runs the fault lab: a simulated LLM-serving fleet that emits

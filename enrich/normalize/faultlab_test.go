@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // normalizingSink normalizes everything the simulator emits, as the

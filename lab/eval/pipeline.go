@@ -12,8 +12,8 @@ import (
 
 	"github.com/tailcause/tailcause/enrich"
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 	"github.com/tailcause/tailcause/schemas"
 )
 

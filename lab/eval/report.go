@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // tally counts the hits of one row of the report.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/chstore"
-	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // Question is how a run is asked about.

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tailcause/tailcause/causal"
-	"github.com/tailcause/tailcause/internal/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // Level is the level a fault acts on, and so the entity a culprit must

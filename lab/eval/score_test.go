@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
-	"github.com/tailcause/tailcause/internal/faultlab"
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // scoreTruth is the ground truth of a real (one-minute) lab run on a small

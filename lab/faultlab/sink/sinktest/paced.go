@@ -1,4 +1,4 @@
-package sink
+package sinktest
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // Paced runs the fault lab in real time: it holds each batch until the
@@ -23,7 +25,7 @@ import (
 // warm-up, or falling behind) goes at once; Behind reports how late the
 // last one was.
 type Paced struct {
-	Next Target
+	Next sink.Target
 	// Now and Sleep default to the wall clock (tests replace them).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -37,7 +39,7 @@ type Paced struct {
 }
 
 // NewPaced paces next by the wall clock.
-func NewPaced(next Target) *Paced { return &Paced{Next: next} }
+func NewPaced(next sink.Target) *Paced { return &Paced{Next: next} }
 
 // Traces forwards td once the clock reaches its newest span end.
 func (p *Paced) Traces(ctx context.Context, td ptrace.Traces) error {

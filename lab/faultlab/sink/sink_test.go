@@ -22,9 +22,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
 	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/otlpkafka"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // testTraces has two resources and three traces, interleaved.

@@ -1,4 +1,4 @@
-package sink_test
+package sinktest_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/tailcause/tailcause/internal/faultlab"
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/lab/faultlab/sink/sinktest"
 )
 
 // arrival is one batch as the paced sink's target saw it.
@@ -106,7 +106,7 @@ func TestPacedHoldsEachBatchUntilItsTime(t *testing.T) {
 	clock := t0
 	var slept []time.Duration
 	rec := &recorder{now: func() time.Time { return clock }}
-	p := sink.NewPaced(rec)
+	p := sinktest.NewPaced(rec)
 	p.Now = func() time.Time { return clock }
 	p.Sleep = func(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
@@ -175,7 +175,7 @@ func TestPacedFaultLabRealTime(t *testing.T) {
 	cfg.FlushInterval = 250 * time.Millisecond
 	cfg.VLLMScrapeInterval = time.Second
 	rec := &recorder{}
-	p := sink.NewPaced(rec)
+	p := sinktest.NewPaced(rec)
 	start := time.Now()
 	cfg.Start = start
 	truth, err := faultlab.Run(context.Background(), cfg, p)

@@ -42,7 +42,7 @@
 //     Screen re-simulates a case in memory and strengthens a fault that
 //     does not show in its own entity's P99 (the truth's Effect);
 //   - output (emit.go): pdata batches to a Sink in event-time order, bounded
-//     in size; the sinks themselves live in package faultlab/sink.
+//     in size; the sinks themselves live in package lab/faultlab/sink.
 //
 // Warm-up: a run simulates Config.Warmup (5 minutes by default) before its
 // first instant and emits nothing of it, so that caches, batches and GPU

@@ -20,7 +20,7 @@ import (
 //go:embed scenarios/*.json
 var scenarioFS embed.FS
 
-// Scenario is one scenario file (internal/faultlab/scenarios/*.json): the
+// Scenario is one scenario file (lab/faultlab/scenarios/*.json): the
 // faults to inject, with onset, duration, magnitude and target, plus decoys
 // (harmless metric movements) and optional run settings.
 type Scenario struct {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // runFile runs cfg into an OTLP-JSON-lines buffer and returns it with the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcause/tailcause/internal/faultlab/sink"
+	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
 // BenchmarkSimulate16GPU measures simulated seconds per wall second for the
