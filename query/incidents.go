@@ -130,20 +130,16 @@ func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	where := "window_end >= toDateTime(?) AND window_start < toDateTime(?)"
-	args := []any{tr.From.Unix(), tr.To.Unix()}
-	for _, p := range []struct{ param, cond string }{
-		{"status", "status = ?"},
-		{"cause", "top_cause = ?"},
-		{"model", "scope_values[indexOf(scope_keys, 'model')] = ?"},
-		{"service", "scope_values[indexOf(scope_keys, 'service')] = ?"},
-	} {
+	f := incidentFilter{from: tr.From, to: tr.To, limit: n + 1}
+	for _, p := range []struct {
+		param string
+		dst   *string
+	}{{"status", &f.status}, {"cause", &f.cause}, {"model", &f.model}, {"service", &f.service}} {
 		if v := q.Get(p.param); v != "" {
 			if err := checkID(p.param, v); err != nil {
 				return err
 			}
-			where += " AND " + p.cond
-			args = append(args, v)
+			*p.dst = v
 		}
 	}
 	if v := q.Get("cursor"); v != "" {
@@ -151,53 +147,32 @@ func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		where += " AND (opened_at < toDateTime(?) OR (opened_at = toDateTime(?) AND incident_id < ?))"
-		args = append(args, c.OpenedAt, c.OpenedAt, c.ID)
+		f.after = &c
 	}
-	// FINAL: the newest version of each incident (ReplacingMergeTree(version)).
-	sql := `SELECT incident_id, version, status, scope_keys, scope_values, signal, quantile, threshold_ms,
-       window_start, window_end, opened_at, updated_at, resolved_at,
-       observed_p99_ms, baseline_p99_ms, requests, tail_requests, top_cause, top_entity
-FROM incidents FINAL
-WHERE ` + where + `
-ORDER BY opened_at DESC, incident_id DESC
-LIMIT ` + strconv.Itoa(n+1)
-	rows, err := s.db.Query(r.Context(), sql, args...)
+	rows, err := s.incidents.listIncidents(r.Context(), f)
 	if err != nil {
-		return fmt.Errorf("query incidents: %w", err)
+		return err
 	}
-	defer rows.Close()
 	out := incidentList{Incidents: []incidentSummary{}, From: rfc3339(tr.From), To: rfc3339(tr.To)}
 	var openedUnix []int64
-	for rows.Next() {
-		var (
-			is                                    incidentSummary
-			keys, vals                            []string
-			ws, we, opened, updated, resolved     time.Time
-			quantile, threshold, observed, baseP9 float64
-		)
-		if err := rows.Scan(&is.IncidentID, &is.Version, &is.Status, &keys, &vals, &is.Signal, &quantile, &threshold,
-			&ws, &we, &opened, &updated, &resolved, &observed, &baseP9, &is.Requests, &is.TailRequests, &is.TopCause, &is.TopEntity); err != nil {
-			return fmt.Errorf("scan incident row: %w", err)
-		}
+	for _, row := range rows {
+		is := incidentSummary{IncidentID: row.id, Version: row.version, Status: row.status, Signal: row.signal,
+			Requests: row.requests, TailRequests: row.tailRequests, TopCause: row.topCause, TopEntity: row.topEntity}
 		is.Scope = map[string]string{}
-		for i := range keys {
-			if i < len(vals) {
-				is.Scope[keys[i]] = vals[i]
+		for i := range row.scopeKeys {
+			if i < len(row.scopeValues) {
+				is.Scope[row.scopeKeys[i]] = row.scopeValues[i]
 			}
 		}
-		is.Quantile, is.ThresholdMS, is.ObservedP99MS, is.BaselineP99MS = num(quantile), num(threshold), num(observed), num(baseP9)
-		is.Window = intervalJSON{rfc3339(ws), rfc3339(we)}
-		is.OpenedAt, is.UpdatedAt = rfc3339(opened), rfc3339(updated)
-		if resolved.Unix() > 0 {
-			v := rfc3339(resolved)
+		is.Quantile, is.ThresholdMS, is.ObservedP99MS, is.BaselineP99MS = num(row.quantile), num(row.thresholdMS), num(row.observedP99MS), num(row.baselineP99MS)
+		is.Window = intervalJSON{rfc3339(row.windowStart), rfc3339(row.windowEnd)}
+		is.OpenedAt, is.UpdatedAt = rfc3339(row.opened), rfc3339(row.updated)
+		if row.resolved.Unix() > 0 {
+			v := rfc3339(row.resolved)
 			is.ResolvedAt = &v
 		}
 		out.Incidents = append(out.Incidents, is)
-		openedUnix = append(openedUnix, opened.Unix())
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read incidents: %w", err)
+		openedUnix = append(openedUnix, row.opened.Unix())
 	}
 	if len(out.Incidents) > n {
 		out.Incidents = out.Incidents[:n]
@@ -213,23 +188,12 @@ func (s *Server) loadIncident(ctx context.Context, id string) (uint64, []byte, *
 	if err := checkID("incident id", id); err != nil {
 		return 0, nil, nil, err
 	}
-	rows, err := s.db.Query(ctx, "SELECT version, payload FROM incidents FINAL WHERE incident_id = ? LIMIT 1", id)
+	version, payload, ok, err := s.incidents.incident(ctx, id)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("query incident %s: %w", id, err)
+		return 0, nil, nil, err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return 0, nil, nil, fmt.Errorf("read incident %s: %w", id, err)
-		}
+	if !ok {
 		return 0, nil, nil, probNotFound.new("no incident %q", id)
-	}
-	var (
-		version uint64
-		payload string
-	)
-	if err := rows.Scan(&version, &payload); err != nil {
-		return 0, nil, nil, fmt.Errorf("scan incident %s: %w", id, err)
 	}
 	var doc incidentDoc
 	if err := json.Unmarshal([]byte(payload), &doc); err != nil {

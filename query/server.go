@@ -22,7 +22,10 @@ import (
 )
 
 // DB is what the server needs of ClickHouse; a driver.Conn (from
-// chstore.Store.Conn) is one.
+// chstore.Store.Conn) is one. The incident routes read through
+// incidentStore (store.go, over DB), which has an in-memory twin; the
+// request routes (P99 breakdowns, drill-down, exemplars, the report) still
+// send their SQL here.
 type DB interface {
 	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
 	Ping(ctx context.Context) error
@@ -42,15 +45,16 @@ type Options struct {
 // Server is the HTTP API and report pages. Create it with New; it is safe
 // for concurrent use.
 type Server struct {
-	db      DB
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
-	linkKey []byte // HMAC key of signed report links; nil without a token
-	openapi []byte
-	routes  []Route
-	mux     *http.ServeMux
-	metrics *serverMetrics
+	db        DB
+	incidents incidentStore // over db
+	cfg       Config
+	log       *slog.Logger
+	now       func() time.Time
+	linkKey   []byte // HMAC key of signed report links; nil without a token
+	openapi   []byte
+	routes    []Route
+	mux       *http.ServeMux
+	metrics   *serverMetrics
 }
 
 // Access says who may call a route.
@@ -82,7 +86,7 @@ func New(db DB, cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{db: db, cfg: cfg, log: opts.Logger, now: opts.Now, openapi: schemas.OpenAPI()}
+	s := &Server{db: db, incidents: sqlIncidents{db}, cfg: cfg, log: opts.Logger, now: opts.Now, openapi: schemas.OpenAPI()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

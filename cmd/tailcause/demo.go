@@ -151,7 +151,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 		}
 		return e.getenv(k)
 	}
-	d, err := alert.NewDispatcher(st, acfg, alert.Options{Logger: e.log, Getenv: getenv, ReportURL: srv.ReportURL})
+	d, err := alert.NewDispatcher(alert.ClickHouse(st), acfg, alert.Options{Logger: e.log, Getenv: getenv, ReportURL: srv.ReportURL})
 	if err != nil {
 		return err
 	}

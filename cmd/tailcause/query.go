@@ -97,7 +97,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	if wcfg != nil {
-		d, err := alert.NewDispatcher(st, *wcfg, alert.Options{Logger: e.log, Getenv: e.getenv, ReportURL: srv.ReportURL, Registerer: reg})
+		d, err := alert.NewDispatcher(alert.ClickHouse(st), *wcfg, alert.Options{Logger: e.log, Getenv: e.getenv, ReportURL: srv.ReportURL, Registerer: reg})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -78,7 +78,7 @@ func (d *Dispatcher) claim(ctx context.Context, list []pending) ([]pending, stri
 			rows[i] = []any{k.deliveryID, k.receiver, k.attempt, id, uint64(d.cfg.lease())}
 		}
 		start = time.Now()
-		if err := d.db.Insert(ctx, claimsTable, rows); err != nil {
+		if err := d.db.insertClaims(ctx, rows); err != nil {
 			return nil, id, start, fmt.Errorf("claim %d deliveries: %w", len(rows), err)
 		}
 		if time.Since(start) < settle/2 {
@@ -136,55 +136,13 @@ func (d *Dispatcher) claim(ctx context.Context, list []pending) ([]pending, stri
 
 // winners reads the first live claim of each key of list.
 func (d *Dispatcher) winners(ctx context.Context, list []pending) (map[claimKey]string, error) {
-	rows, err := d.db.Conn().Query(ctx, `SELECT delivery_id, receiver, attempt, claim_id, min(claimed_ns) AS first_ns
-FROM alert_claims
-WHERE has(?, delivery_id)
-GROUP BY delivery_id, receiver, attempt, claim_id
-HAVING min(lease_ns) > 0 AND first_ns + max(lease_ns) > toUnixTimestamp64Nano(now64(9))
-ORDER BY delivery_id, receiver, attempt, first_ns, claim_id`, deliveryIDs(list))
-	if err != nil {
-		return nil, fmt.Errorf("read alert claims: %w", err)
-	}
-	defer rows.Close()
-	out := map[claimKey]string{}
-	for rows.Next() {
-		var k claimKey
-		var id string
-		var at uint64
-		if err := rows.Scan(&k.deliveryID, &k.receiver, &k.attempt, &id, &at); err != nil {
-			return nil, fmt.Errorf("scan alert claim: %w", err)
-		}
-		if _, ok := out[k]; !ok {
-			out[k] = id // the first in (claimed_ns, claim_id) order
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read alert claims: %w", err)
-	}
-	return out, nil
+	return d.db.firstLiveClaims(ctx, deliveryIDs(list))
 }
 
 // attempted reads the newest recorded attempt number of each (delivery,
 // receiver) of list (keyed with attempt 0).
 func (d *Dispatcher) attempted(ctx context.Context, list []pending) (map[claimKey]uint32, error) {
-	rows, err := d.db.Conn().Query(ctx, `SELECT delivery_id, receiver, max(attempt) FROM alert_attempts WHERE has(?, delivery_id) GROUP BY delivery_id, receiver`, deliveryIDs(list))
-	if err != nil {
-		return nil, fmt.Errorf("read alert attempts: %w", err)
-	}
-	defer rows.Close()
-	out := map[claimKey]uint32{}
-	for rows.Next() {
-		var k claimKey
-		var n uint32
-		if err := rows.Scan(&k.deliveryID, &k.receiver, &n); err != nil {
-			return nil, fmt.Errorf("scan alert attempt: %w", err)
-		}
-		out[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read alert attempts: %w", err)
-	}
-	return out, nil
+	return d.db.lastAttempts(ctx, deliveryIDs(list))
 }
 
 // release gives up claim id's claims on list (a row with lease 0), so the
@@ -201,7 +159,7 @@ func (d *Dispatcher) release(ctx context.Context, id string, list []pending) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.db.Insert(rctx, claimsTable, rows); err != nil {
+	if err := d.db.insertClaims(rctx, rows); err != nil {
 		d.log.Warn("release alert claims", "claims", len(rows), "err", err)
 		return
 	}

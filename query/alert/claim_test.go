@@ -76,7 +76,7 @@ func TestTwoDispatchersDeliverOnce(t *testing.T) {
 		Receiver{Name: "chat", URL: chatHS.URL, Format: FormatSlack},
 	)
 	cfg.Batch = 16 // several scans, so the replicas race on each
-	ds := [2]*Dispatcher{newTestDispatcher(t, st, cfg, clk, 1), newTestDispatcher(t, st, cfg, clk, 2)}
+	ds := [2]*Dispatcher{newTestDispatcher(t, ClickHouse(st), cfg, clk, 1), newTestDispatcher(t, ClickHouse(st), cfg, clk, 2)}
 	const events = 40
 	want := map[string]bool{}
 	for i := range events {
@@ -150,7 +150,7 @@ func TestClaimOfDeadDispatcher(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	rcv, hs := newReceiver(t, "", clk.Now, "200")
-	d := newTestDispatcher(t, st, testConfig(Receiver{Name: "pager", URL: hs.URL}), clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), testConfig(Receiver{Name: "pager", URL: hs.URL}), clk, 1)
 	for _, id := range []string{"inc-live", "inc-expired", "inc-released"} {
 		if _, err := d.Enqueue(ctx, Event{IncidentID: id, Version: 1, Kind: EventOpened, Payload: testPayload(id, "gpu.xid_error", "node-3")}); err != nil {
 			t.Fatal(err)
@@ -192,7 +192,7 @@ func TestWriteFailureAfterDelivery(t *testing.T) {
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	rcv, hs := newReceiver(t, "", clk.Now, "200")
 	cfg := testConfig(Receiver{Name: "pager", URL: hs.URL})
-	d := newTestDispatcher(t, st, cfg, clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), cfg, clk, 1)
 	if _, err := d.Enqueue(ctx, Event{IncidentID: "inc-w", Version: 1, Kind: EventOpened, Payload: testPayload("inc-w", "kv_cache.preemption", "node-2")}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestWriteFailureAfterDelivery(t *testing.T) {
 	// All writes refused; a restarted replica (no memory of the POST)
 	// cannot claim, so it sends nothing.
 	refuse("alert_claims", true)
-	again := newTestDispatcher(t, st, cfg, clk, 2)
+	again := newTestDispatcher(t, ClickHouse(st), cfg, clk, 2)
 	for range 5 {
 		clk.Advance(2 * time.Second)
 		if _, err := again.DeliverDue(ctx); err == nil || !strings.Contains(err.Error(), "claim") {
@@ -271,20 +271,20 @@ func TestWriteFailureAfterDelivery(t *testing.T) {
 
 // slowClaims is the real store with its first n claim inserts delayed.
 type slowClaims struct {
-	*chstore.Store
+	Store
 	mu    sync.Mutex
 	n     int
 	delay time.Duration
 }
 
-func (s *slowClaims) Insert(ctx context.Context, t chstore.Table, rows [][]any) error {
+func (s *slowClaims) insertClaims(ctx context.Context, rows [][]any) error {
 	s.mu.Lock()
-	slow := t.Name == claimsTable.Name && s.n > 0
+	slow := s.n > 0
 	if slow {
 		s.n--
 	}
 	s.mu.Unlock()
-	err := s.Store.Insert(ctx, t, rows)
+	err := s.Store.insertClaims(ctx, rows)
 	if slow {
 		time.Sleep(s.delay) // acknowledged late: as an insert that took this long
 	}
@@ -296,7 +296,7 @@ func (s *slowClaims) Insert(ctx context.Context, t chstore.Table, rows [][]any) 
 // on, and the scan claims again.
 func TestSlowClaimNotActedOn(t *testing.T) {
 	real := chstoretest.Fresh(t)
-	st := &slowClaims{Store: real, n: 1}
+	st := &slowClaims{Store: ClickHouse(real), n: 1}
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	rcv, hs := newReceiver(t, "", clk.Now, "200")

@@ -158,7 +158,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, ev Event) (int, error) {
 	}
 	d.enqMu.Lock()
 	defer d.enqMu.Unlock()
-	have, err := existing(ctx, d.db, ev.DeliveryID())
+	have, err := d.db.outboxReceivers(ctx, ev.DeliveryID())
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
 	}
@@ -185,7 +185,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, ev Event) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	if err := d.db.Insert(ctx, outboxTable, rows); err != nil {
+	if err := d.db.insertOutbox(ctx, rows); err != nil {
 		return 0, fmt.Errorf("enqueue %s: %w", ev.DeliveryID(), err)
 	}
 	d.m.enqueued.WithLabelValues(string(ev.Kind)).Add(float64(len(rows)))
@@ -269,14 +269,14 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 		d.unrecorded, d.recordTries = nil, 0
 		d.m.unrecorded.Set(0)
 	}
-	list, err := due(ctx, d.db, now, outboxLookback(time.Duration(d.cfg.MaxAge)), d.cfg.Batch)
+	list, err := d.db.due(ctx, now, now.Add(-outboxLookback(time.Duration(d.cfg.MaxAge))), d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
 	if len(list) == 0 {
 		return 0, nil
 	}
-	docs, err := payloads(ctx, d.db, deliveryIDs(list))
+	docs, err := d.db.payloads(ctx, deliveryIDs(list))
 	if err != nil {
 		return 0, err
 	}
@@ -323,7 +323,7 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 func (d *Dispatcher) record(ctx context.Context, rows [][]any) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if err := d.db.Insert(rctx, attemptsTable, rows); err != nil {
+	if err := d.db.insertAttempts(rctx, rows); err != nil {
 		d.m.recordFailures.Inc()
 		return err
 	}

@@ -3,7 +3,6 @@ package alert
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -14,19 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
-// fakeStore is for tests that never reach the store.
-type fakeStore struct{}
-
-func (fakeStore) Conn() driver.Conn { return nil }
-func (fakeStore) Insert(context.Context, chstore.Table, [][]any) error {
-	return errors.New("fakeStore: no database")
-}
+// fakeStore is for tests that never reach the store: every call panics.
+type fakeStore struct{ Store }
 
 // clock is a manual clock.
 type clock struct {
@@ -180,7 +172,7 @@ func TestDeliveryThroughOutages(t *testing.T) {
 		Receiver{Name: "pager", URL: flakyHS.URL, SecretEnv: "HOOK_SECRET", Timeout: Duration(300 * time.Millisecond)},
 		Receiver{Name: "chat", URL: slackHS.URL, Format: FormatSlack},
 	)
-	d := newTestDispatcher(t, st, cfg, clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), cfg, clk, 1)
 	ctx := context.Background()
 	events := []Event{
 		{IncidentID: "inc-a", Version: 1, Kind: EventOpened, Payload: testPayload("inc-a", "kv_cache.preemption", "node-2")},
@@ -265,7 +257,7 @@ func TestDispatcherRestart(t *testing.T) {
 	_ = down
 	cfg := testConfig(Receiver{Name: "pager", URL: downHS.URL, SecretEnv: "HOOK_SECRET"})
 	ctx := context.Background()
-	first := newTestDispatcher(t, st, cfg, clk, 7)
+	first := newTestDispatcher(t, ClickHouse(st), cfg, clk, 7)
 	if _, err := first.Enqueue(ctx, Event{IncidentID: "inc-r", Version: 1, Kind: EventOpened, Payload: testPayload("inc-r", "kv_cache.preemption", "node-2")}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +271,7 @@ func TestDispatcherRestart(t *testing.T) {
 	// address (a new config) under the same receiver name.
 	up, upHS := newReceiver(t, "s3cret", clk.Now, "200")
 	cfg.Receivers[0].URL = upHS.URL
-	second := newTestDispatcher(t, st, cfg, clk, 8)
+	second := newTestDispatcher(t, ClickHouse(st), cfg, clk, 8)
 	drain(t, second, clk, 10)
 	got, _, badSig := up.snapshot()
 	if got["inc-r:1:opened"] != 1 || got["inc-s:2:resolved"] != 1 || len(got) != 2 || badSig != 0 {
@@ -299,7 +291,7 @@ func TestPermanentFailureAndGiveUp(t *testing.T) {
 	dead, deadHS := newReceiver(t, "", clk.Now, "500")
 	cfg := testConfig(Receiver{Name: "bad", URL: badHS.URL}, Receiver{Name: "dead", URL: deadHS.URL})
 	cfg.MaxAttempts = 3
-	d := newTestDispatcher(t, st, cfg, clk, 3)
+	d := newTestDispatcher(t, ClickHouse(st), cfg, clk, 3)
 	if _, err := d.Enqueue(context.Background(), Event{IncidentID: "inc-p", Version: 1, Kind: EventOpened, Payload: testPayload("inc-p", "gpu.xid_error", "node-9")}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +312,7 @@ func TestGrouping(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	clk := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	cfg := testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"})
-	d := newTestDispatcher(t, st, cfg, clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), cfg, clk, 1)
 	ctx := context.Background()
 	p := func(cause, host string) []byte { return testPayload("inc-g", cause, host) }
 	for _, c := range []struct {
@@ -361,7 +353,7 @@ func TestRun(t *testing.T) {
 	rcv, hs := newReceiver(t, "", time.Now, "200")
 	cfg := testConfig(Receiver{Name: "pager", URL: hs.URL})
 	cfg.PollInterval = Duration(time.Minute) // only Enqueue's wake-up can make it prompt
-	d, err := NewDispatcher(st, cfg, Options{})
+	d, err := NewDispatcher(ClickHouse(st), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

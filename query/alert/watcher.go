@@ -3,7 +3,6 @@ package alert
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"math"
 	"time"
@@ -108,7 +107,7 @@ type listed struct {
 // Scan derives and enqueues the events of recently updated incidents,
 // newest first; it returns how many outbox rows were written.
 func (w *Watcher) Scan(ctx context.Context) (int, error) {
-	since := w.now().Add(-w.lookback).Unix()
+	since := w.now().Add(-w.lookback)
 	total := 0
 	seen := make(map[string]uint64, len(w.seen))
 	curU, curID := uint32(math.MaxUint32), ""
@@ -154,30 +153,8 @@ func (w *Watcher) Scan(ctx context.Context) (int, error) {
 
 // listIncidents returns a page of the incidents updated since, newest
 // first, strictly after the cursor (updated, id) in that order.
-func (w *Watcher) listIncidents(ctx context.Context, since int64, curU uint32, curID string) ([]listed, error) {
-	rows, err := w.d.db.Conn().Query(ctx, `SELECT incident_id, max(version) AS v, toUInt32(max(updated_at)) AS u
-FROM incidents
-WHERE updated_at >= toDateTime(?)
-GROUP BY incident_id
-HAVING (u, incident_id) < (?, ?)
-ORDER BY u DESC, incident_id DESC
-LIMIT ?`, since, curU, curID, w.incidentPage)
-	if err != nil {
-		return nil, fmt.Errorf("list incidents for alerts: %w", err)
-	}
-	defer rows.Close()
-	var out []listed
-	for rows.Next() {
-		var l listed
-		if err := rows.Scan(&l.id, &l.version, &l.updated); err != nil {
-			return nil, fmt.Errorf("scan incident listing: %w", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list incidents for alerts: %w", err)
-	}
-	return out, nil
+func (w *Watcher) listIncidents(ctx context.Context, since time.Time, curU uint32, curID string) ([]listed, error) {
+	return w.d.db.listIncidents(ctx, since, curU, curID, w.incidentPage)
 }
 
 // derive reads every version of the given incidents in (incident, version)
@@ -242,25 +219,5 @@ func (w *Watcher) derive(ctx context.Context, ids []string) (int, map[string]uin
 // versions returns a page of the versions of ids after the cursor (id,
 // version), in that order.
 func (w *Watcher) versions(ctx context.Context, ids []string, curID string, curV uint64) ([]incidentVersion, error) {
-	rows, err := w.d.db.Conn().Query(ctx, `SELECT incident_id, version, status, toUInt32(resolved_at) > 0, payload
-FROM incidents
-WHERE has(?, incident_id) AND (incident_id, version) > (?, ?)
-ORDER BY incident_id, version
-LIMIT ?`, ids, curID, curV, w.versionPage)
-	if err != nil {
-		return nil, fmt.Errorf("read incident versions for alerts: %w", err)
-	}
-	defer rows.Close()
-	var vs []incidentVersion
-	for rows.Next() {
-		var v incidentVersion
-		if err := rows.Scan(&v.id, &v.version, &v.status, &v.resolved, &v.payload); err != nil {
-			return nil, fmt.Errorf("scan incident version: %w", err)
-		}
-		vs = append(vs, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read incident versions for alerts: %w", err)
-	}
-	return vs, nil
+	return w.d.db.incidentVersions(ctx, ids, curID, curV, w.versionPage)
 }

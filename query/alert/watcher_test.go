@@ -43,7 +43,7 @@ func TestWatcher(t *testing.T) {
 		}
 	}
 	cfg := testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"})
-	d := newTestDispatcher(t, st, cfg, clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), cfg, clk, 1)
 	w := NewWatcher(d, time.Second, 24*time.Hour)
 	n, err := w.Scan(context.Background())
 	if err != nil {
@@ -126,7 +126,7 @@ FROM numbers(1, 10001)`, opened.Unix(), opened.Unix(), string(a), string(b), str
 	if err := st.Insert(ctx, tbl, [][]any{{"inc-new", uint64(1), "firing", now.Add(-time.Minute), now.Add(-time.Minute), zero, string(testPayload("inc-new", "gpu.xid_error", "node-7"))}}); err != nil {
 		t.Fatal(err)
 	}
-	d := newTestDispatcher(t, st, testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"}), clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"}), clk, 1)
 	w := NewWatcher(d, time.Second, 24*time.Hour)
 	n, err := w.Scan(ctx)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestWatcherPages(t *testing.T) {
 		}
 		want[id+":1:opened"], want[id+":3:top_culprit_changed"] = true, true
 	}
-	d := newTestDispatcher(t, st, testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"}), clk, 1)
+	d := newTestDispatcher(t, ClickHouse(st), testConfig(Receiver{Name: "pager", URL: "http://127.0.0.1:1/"}), clk, 1)
 	w := NewWatcher(d, time.Second, 24*time.Hour)
 	w.incidentPage, w.versionPage = 7, 4
 	if n, err := w.Scan(ctx); err != nil || n != len(want) {

@@ -1,0 +1,110 @@
+package query
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// memIncidents is the in-memory incidentStore: the incidents table as
+// appended rows, an incident being its newest version (the highest
+// version; of equal ones the last inserted, as ReplacingMergeTree(version)
+// keeps). It passes the conformance suite (store_test.go) that sqlIncidents
+// passes on ClickHouse.
+type memIncidents struct {
+	mu   sync.Mutex
+	rows []memIncident
+}
+
+type memIncident struct {
+	rec     incidentRecord
+	payload []byte
+}
+
+// insert adds rows in incidentCols order.
+func (m *memIncidents) insert(rows [][]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	col := map[string]int{}
+	for i, c := range incidentCols.Columns {
+		col[c] = i
+	}
+	for _, r := range rows {
+		get := func(name string) any { return r[col[name]] }
+		sec := func(name string) time.Time { return get(name).(time.Time).Truncate(time.Second).UTC() } // DateTime
+		f64 := func(name string) float64 {
+			switch v := get(name).(type) {
+			case float64:
+				return v
+			case int:
+				return float64(v)
+			}
+			panic("memIncidents: " + name + " is not a number")
+		}
+		m.rows = append(m.rows, memIncident{rec: incidentRecord{
+			id: get("incident_id").(string), version: get("version").(uint64), status: get("status").(string),
+			scopeKeys: slices.Clone(get("scope_keys").([]string)), scopeValues: slices.Clone(get("scope_values").([]string)),
+			signal: get("signal").(string), quantile: f64("quantile"), thresholdMS: f64("threshold_ms"),
+			windowStart: sec("window_start"), windowEnd: sec("window_end"),
+			opened: sec("opened_at"), updated: sec("updated_at"), resolved: sec("resolved_at"),
+			observedP99MS: f64("observed_p99_ms"), baselineP99MS: f64("baseline_p99_ms"),
+			requests: get("requests").(uint64), tailRequests: get("tail_requests").(uint64),
+			topCause: get("top_cause").(string), topEntity: get("top_entity").(string),
+		}, payload: []byte(get("payload").(string))})
+	}
+}
+
+// newest is the newest version of every incident.
+func (m *memIncidents) newest() map[string]memIncident {
+	out := map[string]memIncident{}
+	for _, r := range m.rows {
+		if have, ok := out[r.rec.id]; !ok || r.rec.version >= have.rec.version {
+			out[r.rec.id] = r
+		}
+	}
+	return out
+}
+
+func scopeValue(r incidentRecord, key string) string {
+	if i := slices.Index(r.scopeKeys, key); i >= 0 && i < len(r.scopeValues) {
+		return r.scopeValues[i]
+	}
+	return ""
+}
+
+func (m *memIncidents) listIncidents(_ context.Context, f incidentFilter) ([]incidentRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	from, to := f.from.Unix(), f.to.Unix()
+	var out []incidentRecord
+	for _, r := range m.newest() {
+		x := r.rec
+		switch {
+		case x.windowEnd.Unix() < from || x.windowStart.Unix() >= to,
+			f.status != "" && x.status != f.status,
+			f.cause != "" && x.topCause != f.cause,
+			f.model != "" && scopeValue(x, "model") != f.model,
+			f.service != "" && scopeValue(x, "service") != f.service,
+			f.after != nil && !(x.opened.Unix() < f.after.OpenedAt || x.opened.Unix() == f.after.OpenedAt && x.id < f.after.ID):
+			continue
+		}
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b incidentRecord) int {
+		return cmp.Or(b.opened.Compare(a.opened), cmp.Compare(b.id, a.id))
+	})
+	return out[:min(len(out), f.limit)], nil
+}
+
+func (m *memIncidents) incident(_ context.Context, id string) (uint64, []byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.newest()[id]
+	if !ok {
+		return 0, nil, false, nil
+	}
+	return r.rec.version, bytes.Clone(r.payload), true, nil
+}
