@@ -22,10 +22,23 @@ import (
 // query runs.
 type nopDB struct{}
 
-func (nopDB) Query(context.Context, string, ...any) (driver.Rows, error) {
+func (nopDB) Query(context.Context, string, ...any) (Rows, error) {
 	return nil, errors.New("nopDB: no database")
 }
 func (nopDB) Ping(context.Context) error { return errors.New("nopDB: no database") }
+
+// connDB is a DB over a bare clickhouse-go connection (one to a server
+// that is not there cannot be opened as a chstore.Store).
+type connDB struct{ c driver.Conn }
+
+func (d connDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	rows, err := d.c.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+func (d connDB) Ping(ctx context.Context) error { return d.c.Ping(ctx) }
 
 // get calls path with the test token, checks the status and that the
 // response matches the OpenAPI document, and decodes a JSON body.
@@ -357,7 +370,7 @@ func TestReadyzUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hs := nopServer(t, conn)
+	hs := nopServer(t, connDB{conn})
 	problem(t, hs, "GET", "/readyz", "", 503, "store-unavailable")
 	// It says which dependency failed, not where it is or what it said.
 	if _, _, body := call(t, hs, "GET", "/readyz", ""); !strings.Contains(string(body), "ClickHouse") ||
@@ -433,7 +446,7 @@ func TestReportLinks(t *testing.T) {
 	// The same link, after it expired.
 	cfg := DefaultConfig()
 	cfg.Token = testToken
-	later, err := New(st.Conn(), cfg, Options{Now: func() time.Time { return fixedNow.Add(8 * 24 * time.Hour) }})
+	later, err := New(ClickHouse(st), cfg, Options{Now: func() time.Time { return fixedNow.Add(8 * 24 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}

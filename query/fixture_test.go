@@ -282,7 +282,7 @@ func serverOver(t *testing.T, st *chstore.Store, mutate func(*Config)) (*Server,
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := New(st.Conn(), cfg, Options{Now: func() time.Time { return fixedNow }})
+	srv, err := New(ClickHouse(st), cfg, Options{Now: func() time.Time { return fixedNow }})
 	if err != nil {
 		t.Fatalf("new server: %v", err)
 	}

@@ -14,22 +14,47 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/schemas"
 )
 
-// DB is what the server needs of ClickHouse; a driver.Conn (from
-// chstore.Store.Conn) is one. The incident routes read through
-// incidentStore (store.go, over DB), which has an in-memory twin; the
-// request routes (P99 breakdowns, drill-down, exemplars, the report) still
-// send their SQL here.
+// Rows is a result set being read: the part of clickhouse-go's
+// driver.Rows the server uses.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// DB is what the server needs of ClickHouse: SQL with bound arguments, and
+// a ping for readiness. ClickHouse is the real one. The incident routes
+// read through incidentStore (store.go, over DB), which has an in-memory
+// twin; the request routes (P99 breakdowns, drill-down, exemplars, the
+// report) still send their SQL here.
 type DB interface {
-	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
 	Ping(ctx context.Context) error
 }
+
+// ClickHouse is the DB over an open store, which stays owned by the
+// caller.
+func ClickHouse(st *chstore.Store) DB { return chDB{st} }
+
+type chDB struct{ st *chstore.Store }
+
+func (c chDB) Query(ctx context.Context, query string, args ...any) (Rows, error) {
+	rows, err := c.st.Conn().Query(ctx, query, args...)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return rows, nil
+}
+
+func (c chDB) Ping(ctx context.Context) error { return c.st.Ping(ctx) }
 
 // Options carries what main injects: nil fields take defaults.
 type Options struct {

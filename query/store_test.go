@@ -20,7 +20,7 @@ func TestIncidentStoreConformance(t *testing.T) {
 	})
 	t.Run("clickhouse", func(t *testing.T) {
 		st := chstoretest.Fresh(t)
-		testIncidentStore(t, sqlIncidents{st.Conn()}, func(rows [][]any) {
+		testIncidentStore(t, sqlIncidents{ClickHouse(st)}, func(rows [][]any) {
 			t.Helper()
 			if err := st.Insert(context.Background(), incidentCols, rows); err != nil {
 				t.Fatal(err)

@@ -129,7 +129,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	qcfg.BaseURL = "http://" + ln.Addr().String()
-	srv, err := query.New(st.Conn(), qcfg, query.Options{Logger: e.log})
+	srv, err := query.New(query.ClickHouse(st), qcfg, query.Options{Logger: e.log})
 	if err != nil {
 		return err
 	}

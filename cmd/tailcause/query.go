@@ -83,7 +83,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	defer st.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := query.New(st.Conn(), cfg, query.Options{Logger: e.log, Registerer: reg, Gatherer: reg})
+	srv, err := query.New(query.ClickHouse(st), cfg, query.Options{Logger: e.log, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
