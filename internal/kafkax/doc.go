@@ -18,5 +18,6 @@
 //     Dialer, and its String never shows the password.
 //
 // Everything here works against a real broker and against the in-process
-// kfake broker used by fast tests.
+// kfake broker used by fast tests; the producer's conformance suite
+// (conformance_test.go) runs the same assertions on both.
 package kafkax

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/tailcause/tailcause/internal/kafkax"
@@ -38,54 +37,10 @@ func newProducer(t *testing.T, brokers []string, mod func(*kafkax.Config)) *kafk
 	return p
 }
 
-func TestProducerWritesWithMurmur2Partitions(t *testing.T) {
-	const topic, parts = "otlp_spans", 6
-	_, brokers := kafkaxtest.Cluster(t, parts, topic)
-	p := newProducer(t, brokers, nil)
-	hdr := []kafkax.Header{{Key: "otelcol.signal", Value: []byte("traces")}}
-	var recs []kafkax.Record
-	for i := 0; i < 60; i++ {
-		recs = append(recs, kafkax.Record{
-			Key:     []byte(fmt.Sprintf("%032x", i%20)),
-			Value:   []byte(fmt.Sprintf("value-%d", i)),
-			Headers: hdr,
-		})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.WriteRecords(ctx, topic, recs); err != nil {
-		t.Fatal(err)
-	}
-	got := kafkaxtest.Consume(t, brokers, topic, len(recs), 10*time.Second)
-
-	// The Collector's kafka exporter writes with franz-go's default
-	// partitioner; a key must land where franz-go would put it.
-	franz := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
-	values := map[string]bool{}
-	for _, r := range got {
-		if want := franz.Partition(&kgo.Record{Key: r.Key}, parts); int(r.Partition) != want {
-			t.Errorf("key %s on partition %d, franz-go puts it on %d", r.Key, r.Partition, want)
-		}
-		if len(r.Headers) != 1 || r.Headers[0].Key != "otelcol.signal" || string(r.Headers[0].Value) != "traces" {
-			t.Errorf("headers %v", r.Headers)
-		}
-		values[string(r.Value)] = true
-	}
-	if len(values) != len(recs) {
-		t.Errorf("read %d distinct values, wrote %d", len(values), len(recs))
-	}
-	// Records with one key keep their order.
-	last := map[string]int{}
-	for _, r := range got {
-		var n int
-		fmt.Sscanf(string(r.Value), "value-%d", &n)
-		if prev, ok := last[string(r.Key)]; ok && n < prev {
-			t.Errorf("key %s: value %d after %d", r.Key, n, prev)
-		}
-		last[string(r.Key)] = n
-	}
-}
-
+// The producer's behaviour on a live broker (placement, headers, order,
+// size limits, close) is TestProducerConformance, on kfake and on the real
+// broker; a broker going away is tested here, on kfake, which a test may
+// stop.
 func TestProducerBrokerDownIsRetriable(t *testing.T) {
 	c, brokers := kafkaxtest.Cluster(t, 1, "t")
 	p := newProducer(t, brokers, nil)
@@ -106,33 +61,6 @@ func TestProducerBrokerDownIsRetriable(t *testing.T) {
 	var ke *kafkax.Error
 	if !errors.As(err, &ke) || ke.Topic != "t" || ke.Op != "write" {
 		t.Errorf("error %#v is not a *kafkax.Error for topic t", err)
-	}
-}
-
-func TestProducerRecordTooLargeIsPermanent(t *testing.T) {
-	_, brokers := kafkaxtest.Cluster(t, 1, "t")
-	p := newProducer(t, brokers, func(c *kafkax.Config) { c.BatchBytes = 2048 })
-	err := p.WriteRecords(context.Background(), "t", []kafkax.Record{{Value: make([]byte, 4096)}})
-	if err == nil || kafkax.IsRetriable(err) {
-		t.Fatalf("oversize record: err %v, retriable %v; want a permanent error", err, kafkax.IsRetriable(err))
-	}
-	if !errors.Is(err, kafka.MessageSizeTooLarge) {
-		t.Errorf("err %v does not match kafka.MessageSizeTooLarge", err)
-	}
-}
-
-func TestProducerCloseIsIdempotent(t *testing.T) {
-	_, brokers := kafkaxtest.Cluster(t, 1, "t")
-	p := newProducer(t, brokers, nil)
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	err := p.WriteRecords(context.Background(), "t", []kafkax.Record{{Value: []byte("x")}})
-	if err == nil || !kafkax.IsRetriable(err) {
-		t.Errorf("write after close: %v (retriable %v), want a retriable error", err, kafkax.IsRetriable(err))
 	}
 }
 
