@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -23,7 +22,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tailcause/tailcause/internal/kafkax"
+	"github.com/tailcause/tailcause/internal/kafkax/kafkaxtest"
 	"github.com/tailcause/tailcause/internal/otlpkafka"
+	"github.com/tailcause/tailcause/internal/testkit"
 	"github.com/tailcause/tailcause/lab/faultlab/sink"
 )
 
@@ -215,19 +216,29 @@ func TestGRPC(t *testing.T) {
 	}
 }
 
-// The Kafka sink against an in-process broker: the records on the
-// Collector's topics are exactly what otlpkafka's encoder (the one `tailcause
-// ingest` uses) makes of the same batches — one per trace keyed by the hex
-// trace id, one per resource keyed by the Collector's attribute hash — and
-// each lands on the partition the murmur2 partitioner gives its key.
+// The Kafka sink, on the in-process kfake broker and on the real broker
+// (TAILCAUSE_TEST_KAFKA; CI fails rather than skip without it): the records
+// on the Collector's topics are exactly what otlpkafka's encoder (the one
+// `tailcause ingest` uses) makes of the same batches — one per trace keyed
+// by the hex trace id, one per resource keyed by the Collector's attribute
+// hash — and each lands on the partition the murmur2 partitioner gives its
+// key.
 func TestKafka(t *testing.T) {
-	const partitions = 3
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "otlp_spans", "otlp_metrics"))
-	if err != nil {
-		t.Fatal(err)
+	for _, b := range []struct {
+		name string
+		addr func(t *testing.T) string
+	}{
+		{"kfake", func(t *testing.T) string { _, addrs := kafkaxtest.Cluster(t, 1); return addrs[0] }},
+		{"kafka", func(t *testing.T) string { return testkit.Kafka(t) }},
+	} {
+		t.Run(b.name, func(t *testing.T) { testKafka(t, b.addr(t)) })
 	}
-	defer c.Close()
-	k, err := sink.NewKafka(sink.KafkaConfig{Brokers: c.ListenAddrs()})
+}
+
+func testKafka(t *testing.T, addr string) {
+	const partitions = 3
+	spansTopic, metricsTopic := testkit.FreshTopic(t, addr, partitions), testkit.FreshTopic(t, addr, partitions)
+	k, err := sink.NewKafka(sink.KafkaConfig{Brokers: []string{addr}, TracesTopic: spansTopic, MetricsTopic: metricsTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +270,7 @@ func TestKafka(t *testing.T) {
 		t.Fatalf("encoder made %d span and %d metric records; the test data has 3 traces and 2 resources", len(wantSpans), len(wantMetrics))
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("otlp_spans", "otlp_metrics"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(spansTopic, metricsTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -276,8 +287,8 @@ func TestKafka(t *testing.T) {
 			n++
 		})
 	}
-	part := kgo.StickyKeyPartitioner(nil).ForTopic("otlp_spans")
-	for topic, want := range map[string][]kafkax.Record{"otlp_spans": wantSpans, "otlp_metrics": wantMetrics} {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(spansTopic)
+	for topic, want := range map[string][]kafkax.Record{spansTopic: wantSpans, metricsTopic: wantMetrics} {
 		recs := got[topic]
 		if len(recs) != len(want) {
 			t.Fatalf("%s: %d records, want %d", topic, len(recs), len(want))
@@ -302,7 +313,7 @@ func TestKafka(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range got["otlp_spans"] {
+	for _, r := range got[spansTopic] {
 		if len(r.Key) != 32 {
 			t.Errorf("span record key %q is not a hex trace id", r.Key)
 		}
