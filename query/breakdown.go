@@ -1,10 +1,7 @@
 package query
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -74,48 +71,18 @@ func (s *Server) p99By(w http.ResponseWriter, r *http.Request, dims map[string][
 	if err != nil {
 		return err
 	}
-	keys := strings.Join(keyCols, ", ")
-	sql := `SELECT ` + keys + `, count() AS requests, sum(error) AS errors,
-       quantilesExact(0.5, 0.99)(` + col + `) AS qs, max(` + col + `) AS max_ms
-FROM requests FINAL
-WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND isFinite(` + col + `)` + f.sql() + `
-GROUP BY ` + keys + `
-ORDER BY qs[2] DESC, ` + keys + `
-LIMIT ` + strconv.Itoa(n+1)
-	args := append([]any{tr.From.Unix(), tr.To.Unix()}, f.vals...)
-	rows, err := s.db.Query(r.Context(), sql, args...)
+	groups, err := s.requests.p99By(r.Context(), p99Query{keyCols: keyCols, col: col, from: tr.From, to: tr.To, f: f, limit: n + 1})
 	if err != nil {
-		return fmt.Errorf("query p99 by %s: %w", by, err)
+		return err
 	}
-	defer rows.Close()
 	out := breakdown{By: by, Signal: col, From: rfc3339(tr.From), To: rfc3339(tr.To), Filters: f.asMap(), Groups: []breakdownGroup{}}
-	for rows.Next() {
-		kv := make([]string, len(keyCols))
-		var (
-			g   breakdownGroup
-			qs  []float64
-			mx  float64
-			dst []any
-		)
-		for i := range kv {
-			dst = append(dst, &kv[i])
-		}
-		dst = append(dst, &g.Requests, &g.Errors, &qs, &mx)
-		if err := rows.Scan(dst...); err != nil {
-			return fmt.Errorf("scan p99 by %s: %w", by, err)
-		}
-		g.Key = make(map[string]string, len(keyCols))
+	for _, g := range groups {
+		bg := breakdownGroup{Key: make(map[string]string, len(keyCols)), Requests: g.requests, Errors: g.errors,
+			P50MS: num(g.p50), P99MS: num(g.p99), MaxMS: num(g.max)}
 		for i, c := range keyCols {
-			g.Key[c] = kv[i]
+			bg.Key[c] = g.key[i]
 		}
-		if len(qs) == 2 {
-			g.P50MS, g.P99MS = num(qs[0]), num(qs[1])
-		}
-		g.MaxMS = num(mx)
-		out.Groups = append(out.Groups, g)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read p99 by %s: %w", by, err)
+		out.Groups = append(out.Groups, bg)
 	}
 	if len(out.Groups) > n {
 		out.Groups, out.Truncated = out.Groups[:n], true
@@ -169,38 +136,14 @@ func (s *Server) p99Timeseries(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) minuteSeries(r *http.Request, tr timeRange, col string, f filter) ([]minutePoint, error) {
 	maxPoints := int(s.cfg.MaxRange/time.Minute) + 2
-	sql := `SELECT toStartOfMinute(start_time) AS minute, count() AS requests, sum(error) AS errors,
-       quantilesExact(0.5, 0.99)(` + col + `) AS qs, max(` + col + `) AS max_ms
-FROM requests FINAL
-WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND isFinite(` + col + `)` + f.sql() + `
-GROUP BY minute
-ORDER BY minute
-LIMIT ` + strconv.Itoa(maxPoints)
-	rows, err := s.db.Query(r.Context(), sql, append([]any{tr.From.Unix(), tr.To.Unix()}, f.vals...)...)
+	groups, err := s.requests.minuteSeries(r.Context(), p99Query{col: col, from: tr.From, to: tr.To, f: f, limit: maxPoints})
 	if err != nil {
-		return nil, fmt.Errorf("query p99 per minute: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	pts := []minutePoint{}
-	for rows.Next() {
-		var (
-			p  minutePoint
-			m  time.Time
-			qs []float64
-			mx float64
-		)
-		if err := rows.Scan(&m, &p.Requests, &p.Errors, &qs, &mx); err != nil {
-			return nil, fmt.Errorf("scan p99 per minute: %w", err)
-		}
-		p.Minute = rfc3339(m)
-		if len(qs) == 2 {
-			p.P50MS, p.P99MS = num(qs[0]), num(qs[1])
-		}
-		p.MaxMS = num(mx)
-		pts = append(pts, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read p99 per minute: %w", err)
+	for _, g := range groups {
+		pts = append(pts, minutePoint{Minute: rfc3339(g.minute), Requests: g.requests, Errors: g.errors,
+			P50MS: num(g.p50), P99MS: num(g.p99), MaxMS: num(g.max)})
 	}
 	return pts, nil
 }

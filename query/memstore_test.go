@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -107,4 +109,93 @@ func (m *memIncidents) incident(_ context.Context, id string) (uint64, []byte, b
 		return 0, nil, false, nil
 	}
 	return r.rec.version, bytes.Clone(r.payload), true, nil
+}
+
+// memRequests is the in-memory requestStore: the requests table as rows
+// keyed by its sorting key (model, service, start_time, uid), the last
+// written winning (FINAL). It passes the conformance suite (store_test.go)
+// that sqlRequests passes on ClickHouse.
+type memRequests struct {
+	mu   sync.Mutex
+	rows map[string]map[string]any // sorting key → column → value
+}
+
+// insert adds rows in requestCols order.
+func (m *memRequests) insert(rows [][]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rows == nil {
+		m.rows = map[string]map[string]any{}
+	}
+	for _, r := range rows {
+		row := make(map[string]any, len(r))
+		for i, c := range requestCols.Columns {
+			row[c] = r[i]
+		}
+		row["start_time"] = row["start_time"].(time.Time).Truncate(time.Second).UTC() // DateTime
+		key := fmt.Sprint(row["model"], "\x00", row["service"], "\x00", row["start_time"].(time.Time).Unix(), "\x00", row["uid"])
+		m.rows[key] = row
+	}
+}
+
+// groups answers p99By and minuteSeries: by keyCols, or by minute.
+func (m *memRequests) groups(q p99Query, byMinute bool) []p99Group {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type acc struct {
+		g      p99Group
+		values []float64
+	}
+	by := map[string]*acc{}
+	for _, r := range m.rows {
+		st := r["start_time"].(time.Time)
+		v := r[q.col].(float64)
+		if st.Unix() < q.from.Unix() || st.Unix() >= q.to.Unix() || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		match := true
+		for i, c := range q.f.cols {
+			match = match && r[c] == q.f.vals[i]
+		}
+		if !match {
+			continue
+		}
+		var g p99Group
+		if byMinute {
+			g.minute = st.Truncate(time.Minute)
+		} else {
+			for _, c := range q.keyCols {
+				g.key = append(g.key, r[c].(string))
+			}
+		}
+		k := fmt.Sprint(g.minute.Unix(), g.key)
+		a := by[k]
+		if a == nil {
+			a = &acc{g: g}
+			by[k] = a
+		}
+		a.g.requests++
+		a.g.errors += uint64(r["error"].(uint8))
+		a.values = append(a.values, v)
+	}
+	var out []p99Group
+	for _, a := range by {
+		a.g.p50, a.g.p99, a.g.max = quantileExact(a.values, 0.5), quantileExact(a.values, 0.99), slices.Max(a.values) // fixture_test.go's
+		out = append(out, a.g)
+	}
+	slices.SortFunc(out, func(a, b p99Group) int {
+		if byMinute {
+			return a.minute.Compare(b.minute)
+		}
+		return cmp.Or(cmp.Compare(b.p99, a.p99), slices.Compare(a.key, b.key))
+	})
+	return out[:min(len(out), q.limit)]
+}
+
+func (m *memRequests) p99By(_ context.Context, q p99Query) ([]p99Group, error) {
+	return m.groups(q, false), nil
+}
+
+func (m *memRequests) minuteSeries(_ context.Context, q p99Query) ([]p99Group, error) {
+	return m.groups(q, true), nil
 }

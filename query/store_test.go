@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,104 @@ func testIncidentStore(t *testing.T, s incidentStore, insert func([][]any)) {
 		}
 		if err != nil || ok != c.ok || v != c.version || string(payload) != want {
 			t.Errorf("incident(%s) = %d, %q, %v (%v); want %d, %q, %v", c.id, v, payload, ok, err, c.version, want, c.ok)
+		}
+	}
+}
+
+// TestRequestStoreConformance runs one suite on every requestStore: the
+// in-memory one and the ClickHouse one the P99 routes use.
+func TestRequestStoreConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		m := &memRequests{}
+		testRequestStore(t, m, m.insert)
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		st := chstoretest.Fresh(t)
+		testRequestStore(t, sqlRequests{ClickHouse(st)}, func(rows [][]any) {
+			t.Helper()
+			if err := st.Insert(context.Background(), requestCols, rows); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+func testRequestStore(t *testing.T, s requestStore, insert func([][]any)) {
+	ctx := context.Background()
+	T := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	var rows [][]any
+	add := func(r reqFix) { rows = append(rows, requestRow(r)) }
+	for i := range 10 {
+		r := reqFix{uid: fmt.Sprintf("a%d", i), trace: "t-a", model: "m1", service: "s1", host: "h1", gpu: "g1", engine: "0",
+			start: T.Add(time.Duration(i) * 6 * time.Second), e2e: 100 * float64(i+1), ttft: 10 * float64(i+1)}
+		if i >= 5 {
+			r.host, r.gpu, r.start = "h2", "g2", T.Add(time.Minute+time.Duration(i-5)*6*time.Second)
+		}
+		if i == 3 || i == 7 {
+			r.errFlag = 1
+		}
+		add(r)
+	}
+	nan := math.NaN()
+	add(reqFix{uid: "a-nan", trace: "t-a", model: "m1", service: "s1", host: "h1", gpu: "g1", engine: "0", start: T.Add(10 * time.Second), e2e: nan, ttft: 5})
+	add(reqFix{uid: "b0", trace: "t-b", model: "m2", service: "s2", host: "h3", gpu: "g3", engine: "0", start: T.Add(2 * time.Minute), e2e: 50, ttft: 5})
+	add(reqFix{uid: "b1", trace: "t-b", model: "m2", service: "s2", host: "h3", gpu: "g3", engine: "0", start: T.Add(2*time.Minute + 5*time.Second), e2e: 60, ttft: 6})
+	add(reqFix{uid: "c0", trace: "t-c", model: "m3", service: "s2", host: "h4", gpu: "g4", engine: "1", start: T.Add(3 * time.Minute), e2e: 60, ttft: 6})
+	add(reqFix{uid: "old", trace: "t-o", model: "m1", service: "s1", host: "h1", gpu: "g1", engine: "0", start: T.Add(-time.Hour), e2e: 9999, ttft: 999})
+	insert(rows)
+	insert(rows[:3]) // delivered twice: one request each
+
+	show := func(gs []p99Group) string {
+		var out []string
+		for _, g := range gs {
+			k := strings.Join(g.key, "/")
+			if !g.minute.IsZero() {
+				k = g.minute.UTC().Format("15:04")
+			}
+			out = append(out, fmt.Sprintf("%s n=%d e=%d %g/%g/%g", k, g.requests, g.errors, g.p50, g.p99, g.max))
+		}
+		return strings.Join(out, "; ")
+	}
+	all := p99Query{col: "e2e_ms", from: T, to: T.Add(5 * time.Minute), limit: 10}
+	for _, c := range []struct {
+		name     string
+		byMinute bool
+		edit     func(*p99Query)
+		want     string
+	}{
+		{"by model: slowest P99 first, ties by key", false, func(q *p99Query) { q.keyCols = []string{"model"} },
+			"m1 n=10 e=2 600/1000/1000; m2 n=2 e=0 60/60/60; m3 n=1 e=0 60/60/60"},
+		{"by host, NaN excluded", false, func(q *p99Query) { q.keyCols = []string{"host"} },
+			"h2 n=5 e=1 800/1000/1000; h1 n=5 e=1 300/500/500; h3 n=2 e=0 60/60/60; h4 n=1 e=0 60/60/60"},
+		{"by host on ttft: finite there", false, func(q *p99Query) { q.keyCols, q.col = []string{"host"}, "ttft_ms" },
+			"h2 n=5 e=1 80/100/100; h1 n=6 e=1 30/50/50; h3 n=2 e=0 6/6/6; h4 n=1 e=0 6/6/6"},
+		{"by host and gpu, filtered by model", false, func(q *p99Query) {
+			q.keyCols, q.f = []string{"host", "gpu"}, filter{cols: []string{"model"}, vals: []any{"m1"}}
+		}, "h2/g2 n=5 e=1 800/1000/1000; h1/g1 n=5 e=1 300/500/500"},
+		{"limit", false, func(q *p99Query) { q.keyCols, q.limit = []string{"host"}, 2 }, "h2 n=5 e=1 800/1000/1000; h1 n=5 e=1 300/500/500"},
+		{"per minute, oldest first", true, func(*p99Query) {},
+			"10:00 n=5 e=1 300/500/500; 10:01 n=5 e=1 800/1000/1000; 10:02 n=2 e=0 60/60/60; 10:03 n=1 e=0 60/60/60"},
+		{"per minute, filtered by two columns", true, func(q *p99Query) {
+			q.f = filter{cols: []string{"service", "host"}, vals: []any{"s2", "h4"}}
+		}, "10:03 n=1 e=0 60/60/60"},
+		{"per minute, [from, to) in whole seconds", true, func(q *p99Query) { q.from, q.to = T.Add(time.Minute), T.Add(2*time.Minute) },
+			"10:01 n=5 e=1 800/1000/1000"},
+		{"per minute, limit", true, func(q *p99Query) { q.limit = 1 }, "10:00 n=5 e=1 300/500/500"},
+	} {
+		q := all
+		c.edit(&q)
+		var got []p99Group
+		var err error
+		if c.byMinute {
+			got, err = s.minuteSeries(ctx, q)
+		} else {
+			got, err = s.p99By(ctx, q)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if show(got) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, show(got), c.want)
 		}
 	}
 }
