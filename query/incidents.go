@@ -304,33 +304,16 @@ func (s *Server) exemplars(w http.ResponseWriter, r *http.Request) error {
 		if doc.Baseline.Start.Before(from) && !doc.Baseline.Start.IsZero() {
 			from = doc.Baseline.Start
 		}
-		rows, err := s.db.Query(r.Context(), `SELECT trace_id, uid, span_id, model, service, host, engine, gpu, start_ns, e2e_ms, ttft_ms, error
-FROM requests FINAL
-WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND has(?, trace_id)
-ORDER BY start_ns
-LIMIT ?`, from.Unix(), to.Unix()+1, ids, s.cfg.MaxExemplars*20)
+		reqs, err := s.lookups.exemplarRequests(r.Context(), ids, from, to.Add(time.Second), s.cfg.MaxExemplars*20)
 		if err != nil {
-			return fmt.Errorf("query exemplar requests of incident %s: %w", id, err)
+			return fmt.Errorf("exemplars of incident %s: %w", id, err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				trace   string
-				er      exemplarRequest
-				startNs uint64
-				e2e, tt float64
-				e       uint8
-			)
-			if err := rows.Scan(&trace, &er.UID, &er.SpanID, &er.Model, &er.Service, &er.Host, &er.Engine, &er.GPU, &startNs, &e2e, &tt, &e); err != nil {
-				return fmt.Errorf("scan exemplar request: %w", err)
-			}
-			er.Start, er.E2EMS, er.TTFTMS, er.Error = rfc3339(nsTime(startNs)), num(e2e), num(tt), e != 0
-			if i, ok := index[trace]; ok {
+		for _, f := range reqs {
+			er := exemplarRequest{UID: f.uid, SpanID: f.spanID, Model: f.model, Service: f.service, Host: f.host, Engine: f.engine, GPU: f.gpu}
+			er.Start, er.E2EMS, er.TTFTMS, er.Error = rfc3339(nsTime(f.startNs)), num(f.e2e), num(f.ttft), f.errFlag != 0
+			if i, ok := index[f.traceID]; ok {
 				out.Exemplars[i].Requests = append(out.Exemplars[i].Requests, er)
 			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read exemplar requests: %w", err)
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)

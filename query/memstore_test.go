@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -111,13 +112,14 @@ func (m *memIncidents) incident(_ context.Context, id string) (uint64, []byte, b
 	return r.rec.version, bytes.Clone(r.payload), true, nil
 }
 
-// memRequests is the in-memory requestStore: the requests table as rows
+// memRequests is the in-memory requestStore and lookupStore: the requests table as rows
 // keyed by its sorting key (model, service, start_time, uid), the last
 // written winning (FINAL). It passes the conformance suite (store_test.go)
 // that sqlRequests passes on ClickHouse.
 type memRequests struct {
-	mu   sync.Mutex
-	rows map[string]map[string]any // sorting key → column → value
+	mu        sync.Mutex
+	rows      map[string]map[string]any // sorting key → column → value
+	stallRows map[string]map[string]any // token_stalls, likewise
 }
 
 // insert adds rows in requestCols order.
@@ -198,4 +200,80 @@ func (m *memRequests) p99By(_ context.Context, q p99Query) ([]p99Group, error) {
 
 func (m *memRequests) minuteSeries(_ context.Context, q p99Query) ([]p99Group, error) {
 	return m.groups(q, true), nil
+}
+
+// insertStalls adds token_stalls rows in stallCols order (FINAL: by the
+// sorting key model, start_time, request_uid, token_index).
+func (m *memRequests) insertStalls(rows [][]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stallRows == nil {
+		m.stallRows = map[string]map[string]any{}
+	}
+	for _, r := range rows {
+		row := make(map[string]any, len(r))
+		for i, c := range stallCols.Columns {
+			row[c] = r[i]
+		}
+		row["start_time"] = row["start_time"].(time.Time).Truncate(time.Second).UTC()
+		key := fmt.Sprint(row["model"], "\x00", row["start_time"].(time.Time).Unix(), "\x00", row["request_uid"], "\x00", row["token_index"])
+		m.stallRows[key] = row
+	}
+}
+
+// assign copies row's cols into dest (pointers of the same types, as the
+// driver scans them).
+func assign(row map[string]any, cols []string, dest []any) {
+	for i, c := range cols {
+		v := reflect.ValueOf(row[c])
+		if s, ok := row[c].([]string); ok {
+			v = reflect.ValueOf(slices.Clone(s))
+		}
+		reflect.ValueOf(dest[i]).Elem().Set(v)
+	}
+}
+
+func inSeconds(t, from, to time.Time) bool { return t.Unix() >= from.Unix() && t.Unix() < to.Unix() }
+
+func (m *memRequests) request(_ context.Context, uid string, from, to time.Time) (requestFacts, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var f requestFacts
+	for _, r := range m.rows {
+		if r["uid"] == uid && inSeconds(r["start_time"].(time.Time), from, to) {
+			assign(r, requestFactCols(), f.dest())
+			return f, true, nil
+		}
+	}
+	return f, false, nil
+}
+
+func (m *memRequests) stalls(_ context.Context, model, uid string, from, to time.Time, limit int) ([]stallFacts, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []stallFacts
+	for _, r := range m.stallRows {
+		if r["model"] == model && r["request_uid"] == uid && inSeconds(r["start_time"].(time.Time), from, to) {
+			var f stallFacts
+			assign(r, stallFactCols, f.dest())
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b stallFacts) int { return cmp.Compare(a.tokenIndex, b.tokenIndex) })
+	return out[:min(len(out), limit)], nil
+}
+
+func (m *memRequests) exemplarRequests(_ context.Context, traceIDs []string, from, to time.Time, limit int) ([]exemplarFacts, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []exemplarFacts
+	for _, r := range m.rows {
+		if slices.Contains(traceIDs, r["trace_id"].(string)) && inSeconds(r["start_time"].(time.Time), from, to) {
+			var f exemplarFacts
+			assign(r, exemplarFactCols, f.dest())
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b exemplarFacts) int { return cmp.Compare(a.startNs, b.startNs) })
+	return out[:min(len(out), limit)], nil
 }

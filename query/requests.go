@@ -1,7 +1,6 @@
 package query
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -123,64 +122,29 @@ func (s *Server) drillDown(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cols := `uid, trace_id, span_id, request_id, source, service, model, host, pod, engine, gpu,
-       start_ns, end_ns, error, finish_reason,
-       e2e_ms, ttft_ms, queue_ms, prefill_ms, decode_ms, inference_ms, tpot_ms, kv_transfer_ms,
-       prompt_tokens, completion_tokens, cached_tokens, max_tokens,
-       timeline_source, itl_p50_ms, itl_p99_ms, itl_max_ms, stall_count, stall_ms, retracts,
-       engine_match, gpu_match, throttle_reasons, throttle_age_ms, xid_last, xid_age_ms,
-       attr_keys, attr_values`
-	for _, f := range featureColumns {
-		cols += ", " + f.name + ", " + f.age
-	}
-	rows, err := s.db.Query(r.Context(), "SELECT "+cols+`
-FROM requests FINAL
-WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND uid = ?
-LIMIT 1`, tr.From.Unix(), tr.To.Unix(), uid)
+	fa, ok, err := s.lookups.request(r.Context(), uid, tr.From, tr.To)
 	if err != nil {
-		return fmt.Errorf("query request %s: %w", uid, err)
+		return err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read request %s: %w", uid, err)
-		}
+	if !ok {
 		return probNotFound.new("no request %q started between %s and %s (pass from/to to look elsewhere)", uid, rfc3339(tr.From), rfc3339(tr.To))
 	}
-	var (
-		d                             requestDetail
-		startNs, endNs                uint64
-		errFlag                       uint8
-		lat                           [8]float64
-		itl50, itl99, itlMax, stallMS float64
-		throttle, xid                 uint32
-		throttleAge, xidAge           float64
-		keys, vals                    []string
-		feat                          = make([]float64, 2*len(featureColumns))
-	)
-	dest := []any{&d.UID, &d.TraceID, &d.SpanID, &d.RequestID, &d.Source, &d.Service, &d.Model, &d.Host, &d.Pod, &d.Engine, &d.GPU,
-		&startNs, &endNs, &errFlag, &d.FinishReason,
-		&lat[0], &lat[1], &lat[2], &lat[3], &lat[4], &lat[5], &lat[6], &lat[7],
-		&d.Tokens.Prompt, &d.Tokens.Completion, &d.Tokens.Cached, &d.Tokens.Max,
-		&d.Timeline.Source, &itl50, &itl99, &itlMax, &d.Timeline.StallCount, &stallMS, &d.Timeline.Retracts,
-		&d.EngineMatch, &d.GPUMatch, &throttle, &throttleAge, &xid, &xidAge,
-		&keys, &vals}
-	for i := range feat {
-		dest = append(dest, &feat[i])
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return fmt.Errorf("scan request %s: %w", uid, err)
-	}
-	rows.Close()
-	d.Start, d.End, d.Error = rfc3339(nsTime(startNs)), rfc3339(nsTime(endNs)), errFlag != 0
+	d := requestDetail{UID: fa.uid, TraceID: fa.traceID, SpanID: fa.spanID, RequestID: fa.requestID, Source: fa.source,
+		Service: fa.service, Model: fa.model, Host: fa.host, Pod: fa.pod, Engine: fa.engine, GPU: fa.gpu,
+		FinishReason: fa.finishReason, EngineMatch: fa.engineMatch, GPUMatch: fa.gpuMatch,
+		Tokens:   tokensJSON{Prompt: fa.prompt, Completion: fa.completion, Cached: fa.cached, Max: fa.maxTokens},
+		Timeline: timelineJSON{Source: fa.timelineSource, StallCount: fa.stallCount, Retracts: fa.retracts}}
+	d.Start, d.End, d.Error = rfc3339(nsTime(fa.startNs)), rfc3339(nsTime(fa.endNs)), fa.errFlag != 0
+	lat := fa.lat
 	d.Latency = latencyJSON{num(lat[0]), num(lat[1]), num(lat[2]), num(lat[3]), num(lat[4]), num(lat[5]), num(lat[6]), num(lat[7])}
-	d.Timeline.ITLP50MS, d.Timeline.ITLP99MS, d.Timeline.ITLMaxMS, d.Timeline.StallMS = num(itl50), num(itl99), num(itlMax), num(stallMS)
-	d.ThrottleReasons = featureJSON{num(throttle), num(throttleAge)}
-	d.XIDLast = featureJSON{num(xid), num(xidAge)}
+	d.Timeline.ITLP50MS, d.Timeline.ITLP99MS, d.Timeline.ITLMaxMS, d.Timeline.StallMS = num(fa.itl50), num(fa.itl99), num(fa.itlMax), num(fa.stallMS)
+	d.ThrottleReasons = featureJSON{num(fa.throttle), num(fa.throttleAge)}
+	d.XIDLast = featureJSON{num(fa.xid), num(fa.xidAge)}
 	d.Features = make(map[string]featureJSON, len(featureColumns))
 	for i, f := range featureColumns {
-		d.Features[f.name] = featureJSON{num(feat[2*i]), num(feat[2*i+1])}
+		d.Features[f.name] = featureJSON{num(fa.features[2*i]), num(fa.features[2*i+1])}
 	}
+	keys, vals := fa.attrKeys, fa.attrValues
 	d.Attributes = make(map[string]string, len(keys))
 	for i := range keys {
 		if i < len(vals) {
@@ -190,36 +154,20 @@ LIMIT 1`, tr.From.Unix(), tr.To.Unix(), uid)
 
 	// The stalls share the request's partition (start_time is the
 	// request's start, by the enrich stage's convention, or later).
-	start := nsTime(startNs).Truncate(time.Second)
-	srows, err := s.db.Query(r.Context(), `SELECT token_index, start_ns, end_ns, duration_ms, preemptions, retracts, kv_usage_max,
-       throttle_reasons, sm_clock_min_mhz, xid_last, engine_prompt_tps, events
-FROM token_stalls FINAL
-WHERE model = ? AND start_time >= toDateTime(?) AND start_time < toDateTime(?) AND request_uid = ?
-ORDER BY token_index
-LIMIT ?`, d.Model, start.Unix(), nsTime(endNs).Unix()+1, uid, s.cfg.MaxStalls+1)
+	start := nsTime(fa.startNs).Truncate(time.Second)
+	stalls, err := s.lookups.stalls(r.Context(), d.Model, uid, start, nsTime(fa.endNs).Add(time.Second), s.cfg.MaxStalls+1)
 	if err != nil {
-		return fmt.Errorf("query token stalls of request %s: %w", uid, err)
+		return err
 	}
-	defer srows.Close()
 	d.Stalls = []stallJSON{}
-	for srows.Next() {
-		var (
-			st                     stallJSON
-			s0, s1                 uint64
-			dur, pre, kv, smc, tps float64
-		)
-		if err := srows.Scan(&st.TokenIndex, &s0, &s1, &dur, &pre, &st.Retracts, &kv, &st.ThrottleReasons, &smc, &st.XIDLast, &tps, &st.Events); err != nil {
-			return fmt.Errorf("scan token stall: %w", err)
-		}
-		st.Start, st.End = rfc3339(nsTime(s0)), rfc3339(nsTime(s1))
-		st.DurationMS, st.Preemptions, st.KVUsageMax, st.SMClockMinMHz, st.EnginePromptTPS = num(dur), num(pre), num(kv), num(smc), num(tps)
+	for _, f := range stalls {
+		st := stallJSON{TokenIndex: f.tokenIndex, Retracts: f.retracts, ThrottleReasons: f.throttleReasons, XIDLast: f.xidLast, Events: f.events}
+		st.Start, st.End = rfc3339(nsTime(f.startNs)), rfc3339(nsTime(f.endNs))
+		st.DurationMS, st.Preemptions, st.KVUsageMax, st.SMClockMinMHz, st.EnginePromptTPS = num(f.durationMS), num(f.preemptions), num(f.kvUsageMax), num(f.smClockMinMHz), num(f.enginePromptTPS)
 		if st.Events == nil {
 			st.Events = []string{}
 		}
 		d.Stalls = append(d.Stalls, st)
-	}
-	if err := srows.Err(); err != nil {
-		return fmt.Errorf("read token stalls: %w", err)
 	}
 	if len(d.Stalls) > s.cfg.MaxStalls {
 		d.Stalls, d.StallsTruncated = d.Stalls[:s.cfg.MaxStalls], true

@@ -235,3 +235,183 @@ func quantilePair(qs []float64) (p50, p99 float64) {
 	}
 	return qs[0], qs[1]
 }
+
+// The lookups of drill-down and exemplars. Each reads a fixed list of
+// columns into a facts struct whose dest lists the fields in that order:
+// the SQL store scans into it, the in-memory one assigns the same columns,
+// and the handlers build the API's documents from it.
+
+// requestFactCols lists the columns of requestFacts, in dest order.
+func requestFactCols() []string {
+	cols := []string{"uid", "trace_id", "span_id", "request_id", "source", "service", "model", "host", "pod", "engine", "gpu",
+		"start_ns", "end_ns", "error", "finish_reason",
+		"e2e_ms", "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "tpot_ms", "kv_transfer_ms",
+		"prompt_tokens", "completion_tokens", "cached_tokens", "max_tokens",
+		"timeline_source", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "stall_count", "stall_ms", "retracts",
+		"engine_match", "gpu_match", "throttle_reasons", "throttle_age_ms", "xid_last", "xid_age_ms",
+		"attr_keys", "attr_values"}
+	for _, f := range featureColumns {
+		cols = append(cols, f.name, f.age)
+	}
+	return cols
+}
+
+// requestFacts is one request row as drill-down reads it.
+type requestFacts struct {
+	uid, traceID, spanID, requestID, source, service, model, host, pod, engine, gpu string
+	startNs, endNs                                                                  uint64
+	errFlag                                                                         uint8
+	finishReason                                                                    string
+	lat                                                                             [8]float64
+	prompt, completion, cached, maxTokens                                           int64
+	timelineSource                                                                  string
+	itl50, itl99, itlMax                                                            float64
+	stallCount                                                                      uint32
+	stallMS                                                                         float64
+	retracts                                                                        uint32
+	engineMatch, gpuMatch                                                           string
+	throttle                                                                        uint32
+	throttleAge                                                                     float64
+	xid                                                                             uint32
+	xidAge                                                                          float64
+	attrKeys, attrValues                                                            []string
+	features                                                                        []float64 // value, age per featureColumns
+}
+
+func (f *requestFacts) dest() []any {
+	d := []any{&f.uid, &f.traceID, &f.spanID, &f.requestID, &f.source, &f.service, &f.model, &f.host, &f.pod, &f.engine, &f.gpu,
+		&f.startNs, &f.endNs, &f.errFlag, &f.finishReason,
+		&f.lat[0], &f.lat[1], &f.lat[2], &f.lat[3], &f.lat[4], &f.lat[5], &f.lat[6], &f.lat[7],
+		&f.prompt, &f.completion, &f.cached, &f.maxTokens,
+		&f.timelineSource, &f.itl50, &f.itl99, &f.itlMax, &f.stallCount, &f.stallMS, &f.retracts,
+		&f.engineMatch, &f.gpuMatch, &f.throttle, &f.throttleAge, &f.xid, &f.xidAge,
+		&f.attrKeys, &f.attrValues}
+	f.features = make([]float64, 2*len(featureColumns))
+	for i := range f.features {
+		d = append(d, &f.features[i])
+	}
+	return d
+}
+
+// stallFactCols lists the columns of stallFacts, in dest order.
+var stallFactCols = []string{"token_index", "start_ns", "end_ns", "duration_ms", "preemptions", "retracts", "kv_usage_max",
+	"throttle_reasons", "sm_clock_min_mhz", "xid_last", "engine_prompt_tps", "events"}
+
+// stallFacts is one token stall as drill-down reads it.
+type stallFacts struct {
+	tokenIndex              uint32
+	startNs, endNs          uint64
+	durationMS, preemptions float64
+	retracts                uint32
+	kvUsageMax              float64
+	throttleReasons         uint32
+	smClockMinMHz           float64
+	xidLast                 uint32
+	enginePromptTPS         float64
+	events                  []string
+}
+
+func (f *stallFacts) dest() []any {
+	return []any{&f.tokenIndex, &f.startNs, &f.endNs, &f.durationMS, &f.preemptions, &f.retracts, &f.kvUsageMax,
+		&f.throttleReasons, &f.smClockMinMHz, &f.xidLast, &f.enginePromptTPS, &f.events}
+}
+
+// exemplarFactCols lists the columns of exemplarFacts, in dest order.
+var exemplarFactCols = []string{"trace_id", "uid", "span_id", "model", "service", "host", "engine", "gpu", "start_ns", "e2e_ms", "ttft_ms", "error"}
+
+// exemplarFacts is one request of an exemplar trace.
+type exemplarFacts struct {
+	traceID, uid, spanID, model, service, host, engine, gpu string
+	startNs                                                 uint64
+	e2e, ttft                                               float64
+	errFlag                                                 uint8
+}
+
+func (f *exemplarFacts) dest() []any {
+	return []any{&f.traceID, &f.uid, &f.spanID, &f.model, &f.service, &f.host, &f.engine, &f.gpu, &f.startNs, &f.e2e, &f.ttft, &f.errFlag}
+}
+
+// lookupStore is what drill-down and the exemplars need of the requests
+// and token_stalls tables (FINAL). sqlRequests is the real one;
+// memRequests passes the same conformance suite.
+type lookupStore interface {
+	// request returns the request uid that started in [from, to) (whole
+	// seconds); ok is false when there is none.
+	request(ctx context.Context, uid string, from, to time.Time) (f requestFacts, ok bool, err error)
+	// stalls returns up to limit token stalls of the request uid of model
+	// that started in [from, to), by token index.
+	stalls(ctx context.Context, model, uid string, from, to time.Time, limit int) ([]stallFacts, error)
+	// exemplarRequests returns up to limit requests of the traces that
+	// started in [from, to), by start_ns.
+	exemplarRequests(ctx context.Context, traceIDs []string, from, to time.Time, limit int) ([]exemplarFacts, error)
+}
+
+func (s sqlRequests) request(ctx context.Context, uid string, from, to time.Time) (requestFacts, bool, error) {
+	var f requestFacts
+	rows, err := s.db.Query(ctx, "SELECT "+strings.Join(requestFactCols(), ", ")+`
+FROM requests FINAL
+WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND uid = ?
+LIMIT 1`, from.Unix(), to.Unix(), uid)
+	if err != nil {
+		return f, false, fmt.Errorf("query request %s: %w", uid, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return f, false, fmt.Errorf("read request %s: %w", uid, err)
+		}
+		return f, false, nil
+	}
+	if err := rows.Scan(f.dest()...); err != nil {
+		return f, false, fmt.Errorf("scan request %s: %w", uid, err)
+	}
+	return f, true, nil
+}
+
+func (s sqlRequests) stalls(ctx context.Context, model, uid string, from, to time.Time, limit int) ([]stallFacts, error) {
+	rows, err := s.db.Query(ctx, "SELECT "+strings.Join(stallFactCols, ", ")+`
+FROM token_stalls FINAL
+WHERE model = ? AND start_time >= toDateTime(?) AND start_time < toDateTime(?) AND request_uid = ?
+ORDER BY token_index
+LIMIT ?`, model, from.Unix(), to.Unix(), uid, limit)
+	if err != nil {
+		return nil, fmt.Errorf("query token stalls of request %s: %w", uid, err)
+	}
+	defer rows.Close()
+	var out []stallFacts
+	for rows.Next() {
+		var f stallFacts
+		if err := rows.Scan(f.dest()...); err != nil {
+			return nil, fmt.Errorf("scan token stall: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read token stalls: %w", err)
+	}
+	return out, nil
+}
+
+func (s sqlRequests) exemplarRequests(ctx context.Context, traceIDs []string, from, to time.Time, limit int) ([]exemplarFacts, error) {
+	rows, err := s.db.Query(ctx, "SELECT "+strings.Join(exemplarFactCols, ", ")+`
+FROM requests FINAL
+WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND has(?, trace_id)
+ORDER BY start_ns
+LIMIT ?`, from.Unix(), to.Unix(), traceIDs, limit)
+	if err != nil {
+		return nil, fmt.Errorf("query exemplar requests: %w", err)
+	}
+	defer rows.Close()
+	var out []exemplarFacts
+	for rows.Next() {
+		var f exemplarFacts
+		if err := rows.Scan(f.dest()...); err != nil {
+			return nil, fmt.Errorf("scan exemplar request: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read exemplar requests: %w", err)
+	}
+	return out, nil
+}

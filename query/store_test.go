@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
@@ -233,6 +234,134 @@ func testRequestStore(t *testing.T, s requestStore, insert func([][]any)) {
 		}
 		if show(got) != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, show(got), c.want)
+		}
+	}
+}
+
+// TestLookupStoreConformance runs one suite on every lookupStore: the
+// in-memory one and the ClickHouse one drill-down and the exemplars use.
+func TestLookupStoreConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		m := &memRequests{}
+		testLookupStore(t, m, m.insert, m.insertStalls)
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		st := chstoretest.Fresh(t)
+		put := func(tbl chstore.Table) func([][]any) {
+			return func(rows [][]any) {
+				t.Helper()
+				if err := st.Insert(context.Background(), tbl, rows); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		testLookupStore(t, sqlRequests{ClickHouse(st)}, put(requestCols), put(stallCols))
+	})
+}
+
+func testLookupStore(t *testing.T, s lookupStore, insert, insertStalls func([][]any)) {
+	ctx := context.Background()
+	T := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	fix := func(uid, trace string, at time.Duration) reqFix {
+		return reqFix{uid: uid, trace: trace, model: "m1", service: "s1", host: "h1", gpu: "g1", engine: "0",
+			start: T.Add(at), e2e: 800, ttft: 100, kvMax: 0.5, waiting: 3}
+	}
+	u1 := fix("u1", "t1", 10*time.Second)
+	u1.errFlag = 1
+	var rows [][]any
+	for _, r := range []reqFix{u1, fix("u2", "t1", 5*time.Second), fix("u3", "t2", 20*time.Second), fix("u-late", "t1", 2*time.Hour)} {
+		rows = append(rows, requestRow(r))
+	}
+	insert(rows)
+	insert(rows) // delivered twice
+	stall := func(uid, model string, token uint32, at time.Duration) []any {
+		st0 := uint64(T.Add(at).UnixNano())
+		return []any{uid, "t1", "s1", model, "h1", "pod-h1", "0", "g1", token, st0, st0 + 250e6, T.Add(at).Truncate(time.Second),
+			250.0, float64(token % 3), uint32(1), 0.97, uint32(4), 1400.0, uint32(0), 1500.0, []string{"preemption"}}
+	}
+	stalls := [][]any{stall("u1", "m1", 50, 14*time.Second), stall("u1", "m1", 10, 11*time.Second), stall("u1", "m1", 30, 12*time.Second),
+		stall("u1", "m2", 20, 12*time.Second), stall("u2", "m1", 5, 6*time.Second), stall("u1", "m1", 70, 90*time.Second)}
+	insertStalls(stalls)
+	insertStalls(stalls[:2])
+
+	f, ok, err := s.request(ctx, "u1", T, T.Add(time.Minute))
+	if err != nil || !ok {
+		t.Fatalf("request u1: %v, %v", ok, err)
+	}
+	got := fmt.Sprintf("%s %s %s %s %s %s %s %s %s %s %s %d %d %d %s %v %d/%d/%d/%d %s %v/%v/%v %d %v %d %s/%s %d %v %d %v %v=%v %v",
+		f.uid, f.traceID, f.spanID, f.requestID, f.source, f.service, f.model, f.host, f.pod, f.engine, f.gpu,
+		f.startNs, f.endNs, f.errFlag, f.finishReason, f.lat, f.prompt, f.completion, f.cached, f.maxTokens,
+		f.timelineSource, f.itl50, f.itl99, f.itlMax, f.stallCount, f.stallMS, f.retracts, f.engineMatch, f.gpuMatch,
+		f.throttle, f.throttleAge, f.xid, f.xidAge, f.attrKeys, f.attrValues, f.features)
+	ns := uint64(u1.start.UnixNano())
+	want := fmt.Sprintf("u1 t1 span-u1 rid-u1 vllm s1 m1 h1 pod-h1 0 g1 %d %d 1 stop %v 512/128/64/256 steps 18/40/55 1 30 0 pod/pod 0 900 0 900 [http.route]=[/v1/chat/completions] %v",
+		ns, ns+800e6, [8]float64{800, 100, 5, 95, 700, 795, 20, 0},
+		[]float64{4, 100, 3, 100, 0.5 - 0.05, 100, 0.5, 100, 0, 200, math.NaN(), math.NaN(), 1500, 300, 900, 300, 1400, 900, 1410, 900, 1400.0 / 1410.0, 900, 61, 900, 300, 900, 0.4, 900, 1e9, 900})
+	if got != want {
+		t.Errorf("request u1\n got %s\nwant %s", got, want)
+	}
+	for _, c := range []struct {
+		uid      string
+		from, to time.Time
+	}{{"u1", T.Add(11 * time.Second), T.Add(time.Minute)}, {"u1", T, T.Add(10 * time.Second)}, {"nope", T, T.Add(time.Hour)}} {
+		if _, ok, err := s.request(ctx, c.uid, c.from, c.to); err != nil || ok {
+			t.Errorf("request %s in [%v, %v): found %v (%v), want none", c.uid, c.from, c.to, ok, err)
+		}
+	}
+
+	showStalls := func(fs []stallFacts) string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, fmt.Sprintf("%d@%d+%d %v/%v/%d/%v/%d/%v/%d/%v%v", f.tokenIndex, (f.startNs-uint64(T.UnixNano()))/1e9, (f.endNs-f.startNs)/1e6,
+				f.durationMS, f.preemptions, f.retracts, f.kvUsageMax, f.throttleReasons, f.smClockMinMHz, f.xidLast, f.enginePromptTPS, f.events))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		name     string
+		from, to time.Time
+		limit    int
+		want     string
+	}{
+		{"by token index, of this request and model", T, T.Add(time.Minute), 10,
+			"10@11+250 250/1/1/0.97/4/1400/0/1500[preemption] 30@12+250 250/0/1/0.97/4/1400/0/1500[preemption] 50@14+250 250/2/1/0.97/4/1400/0/1500[preemption]"},
+		{"limit", T, T.Add(time.Minute), 1, "10@11+250 250/1/1/0.97/4/1400/0/1500[preemption]"},
+		{"[from, to) in whole seconds", T.Add(12 * time.Second), T.Add(14 * time.Second), 10, "30@12+250 250/0/1/0.97/4/1400/0/1500[preemption]"},
+	} {
+		fs, err := s.stalls(ctx, "m1", "u1", c.from, c.to, c.limit)
+		if err != nil {
+			t.Fatalf("stalls, %s: %v", c.name, err)
+		}
+		if showStalls(fs) != c.want {
+			t.Errorf("stalls, %s:\n got %s\nwant %s", c.name, showStalls(fs), c.want)
+		}
+	}
+
+	showEx := func(fs []exemplarFacts) string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, fmt.Sprintf("%s/%s/%s/%s/%s/%s/%s/%s@%d %v/%v/%d", f.traceID, f.uid, f.spanID, f.model, f.service, f.host, f.engine, f.gpu,
+				(f.startNs-uint64(T.UnixNano()))/1e9, f.e2e, f.ttft, f.errFlag))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		name   string
+		traces []string
+		limit  int
+		want   string
+	}{
+		{"one trace, by start", []string{"t1"}, 10, "t1/u2/span-u2/m1/s1/h1/0/g1@5 800/100/0 t1/u1/span-u1/m1/s1/h1/0/g1@10 800/100/1"},
+		{"two traces", []string{"t2", "t1"}, 10, "t1/u2/span-u2/m1/s1/h1/0/g1@5 800/100/0 t1/u1/span-u1/m1/s1/h1/0/g1@10 800/100/1 t2/u3/span-u3/m1/s1/h1/0/g1@20 800/100/0"},
+		{"limit", []string{"t1", "t2"}, 1, "t1/u2/span-u2/m1/s1/h1/0/g1@5 800/100/0"},
+		{"unknown trace", []string{"t9"}, 10, ""},
+	} {
+		fs, err := s.exemplarRequests(ctx, c.traces, T, T.Add(time.Hour), c.limit)
+		if err != nil {
+			t.Fatalf("exemplars, %s: %v", c.name, err)
+		}
+		if showEx(fs) != c.want {
+			t.Errorf("exemplars, %s:\n got %s\nwant %s", c.name, showEx(fs), c.want)
 		}
 	}
 }
