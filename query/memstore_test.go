@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tailcause/tailcause/internal/chstore"
 )
 
 // memIncidents is the in-memory incidentStore: the incidents table as
@@ -112,7 +114,7 @@ func (m *memIncidents) incident(_ context.Context, id string) (uint64, []byte, b
 	return r.rec.version, bytes.Clone(r.payload), true, nil
 }
 
-// memRequests is the in-memory requestStore and lookupStore: the requests table as rows
+// memRequests is the in-memory requestStore, lookupStore and reportStore: the requests table as rows
 // keyed by its sorting key (model, service, start_time, uid), the last
 // written winning (FINAL). It passes the conformance suite (store_test.go)
 // that sqlRequests passes on ClickHouse.
@@ -120,6 +122,7 @@ type memRequests struct {
 	mu        sync.Mutex
 	rows      map[string]map[string]any // sorting key → column → value
 	stallRows map[string]map[string]any // token_stalls, likewise
+	gpuPods   [][3]string               // gpu_samples: host, gpu, pod
 }
 
 // insert adds rows in requestCols order.
@@ -275,5 +278,150 @@ func (m *memRequests) exemplarRequests(_ context.Context, traceIDs []string, fro
 		}
 	}
 	slices.SortFunc(out, func(a, b exemplarFacts) int { return cmp.Compare(a.startNs, b.startNs) })
+	return out[:min(len(out), limit)], nil
+}
+
+// insertGPUSamples adds gpu_samples rows in gpuSampleCols order.
+func (m *memRequests) insertGPUSamples(rows [][]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range rows {
+		m.gpuPods = append(m.gpuPods, [3]string{r[0].(string), r[1].(string), r[2].(string)})
+	}
+}
+
+// gpuSampleCols are the gpu_samples columns the tests write.
+var gpuSampleCols = chstore.Table{Name: "gpu_samples", Columns: []string{"host", "gpu", "pod", "metric", "time_ns", "time", "value"}}
+
+// memSignal evaluates a causeSignal's SQL expression on a row, as
+// ClickHouse would: a column, or one of the compound expressions signalFor
+// writes.
+func memSignal(expr string, r map[string]any) float64 {
+	f := func(c string) float64 {
+		switch v := r[c].(type) {
+		case float64:
+			return v
+		case int64:
+			return float64(v)
+		case uint32:
+			return float64(v)
+		}
+		panic("memSignal: column " + c + " is not a number")
+	}
+	switch expr {
+	case "running_at_arrival + waiting_at_arrival":
+		return f("running_at_arrival") + f("waiting_at_arrival")
+	case "toFloat64(prompt_tokens)":
+		return f("prompt_tokens")
+	case "toFloat64(completion_tokens)":
+		return f("completion_tokens")
+	case "toFloat64(xid_last != 0)":
+		if f("xid_last") != 0 {
+			return 1
+		}
+		return 0
+	case "toFloat64(1)":
+		return 1
+	}
+	return f(expr)
+}
+
+// onEntity is entityConds in Go.
+func (m *memRequests) onEntity(r map[string]any, e map[string]string) bool {
+	match := true
+	for _, c := range filterColumns {
+		if v, ok := e[c]; ok && v != "" && r[c] != v {
+			match = false
+		}
+	}
+	if match || e["gpu"] == "" || e["pod"] != "" || e["engine"] != "" || r["gpu"] != "" || r["host"] != e["host"] {
+		return match
+	}
+	return slices.Contains(m.gpuPods, [3]string{e["host"], e["gpu"], r["pod"].(string)})
+}
+
+func inScope(r map[string]any, scope map[string]string) bool {
+	for _, c := range filterColumns {
+		if v, ok := scope[c]; ok && v != "" && r[c] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *memRequests) distributions(_ context.Context, col string, scope map[string]string, base, win interval, levels []float64) (cdf, cdf, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var bv, wv []float64
+	for _, r := range m.rows {
+		v := r[col].(float64)
+		if math.IsNaN(v) || math.IsInf(v, 0) || !inScope(r, scope) {
+			continue
+		}
+		st := r["start_time"].(time.Time)
+		if inSeconds(st, base.Start, base.End) {
+			bv = append(bv, v)
+		}
+		if inSeconds(st, win.Start, win.End) {
+			wv = append(wv, v)
+		}
+	}
+	mk := func(vs []float64) cdf {
+		c := cdf{levels: levels, n: uint64(len(vs))}
+		for _, l := range levels {
+			if len(vs) > 0 {
+				c.values = append(c.values, quantileExact(vs, l))
+			}
+		}
+		return c
+	}
+	return mk(bv), mk(wv), nil
+}
+
+func (m *memRequests) series(_ context.Context, col string, scope map[string]string, from, to time.Time, sig causeSignal, entity map[string]string, limit int) ([]seriesPoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type acc struct {
+		vals, sigs []float64
+		count      float64
+	}
+	by := map[int64]*acc{}
+	for _, r := range m.rows {
+		v := r[col].(float64)
+		st := r["start_time"].(time.Time)
+		if math.IsNaN(v) || math.IsInf(v, 0) || !inScope(r, scope) || !inSeconds(st, from, to) {
+			continue
+		}
+		k := st.Truncate(time.Minute).Unix()
+		a := by[k]
+		if a == nil {
+			a = &acc{}
+			by[k] = a
+		}
+		a.vals = append(a.vals, v)
+		if entity != nil && !m.onEntity(r, entity) {
+			continue
+		}
+		if s := memSignal(sig.expr, r); !math.IsNaN(s) && !math.IsInf(s, 0) {
+			a.sigs = append(a.sigs, s)
+			a.count++
+		}
+	}
+	var out []seriesPoint
+	for k, a := range by {
+		p := seriesPoint{minute: time.Unix(k, 0).UTC(), p99: quantileExact(a.vals, 0.99), signal: math.NaN()}
+		switch {
+		case sig.label == "requests":
+			p.signal = a.count
+		case len(a.sigs) > 0:
+			var sum float64
+			for _, s := range a.sigs {
+				sum += s
+			}
+			p.signal = sum / float64(len(a.sigs))
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b seriesPoint) int { return a.minute.Compare(b.minute) })
 	return out[:min(len(out), limit)], nil
 }

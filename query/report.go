@@ -90,53 +90,16 @@ func (s *Server) loadReport(ctx context.Context, id string) (*reportData, error)
 	win := clip(doc.Window, s.cfg.MaxRange)
 	base := clip(doc.Baseline, s.cfg.MaxRange)
 	hasBase := !base.Start.IsZero() && base.Start.Before(base.End)
-	scopeSQL, scopeArgs := conds(doc.SLO.Scope)
 	col := rd.latency
 
 	// Distributions: quantiles of the baseline and the window in one pass.
 	levels := quantileLevels()
-	lv := make([]string, len(levels))
-	for i, l := range levels {
-		lv[i] = strconv.FormatFloat(l, 'f', -1, 64)
-	}
-	ls := strings.Join(lv, ", ")
-	inBase := "(start_time >= toDateTime(?) AND start_time < toDateTime(?))"
-	inWin := inBase
-	bArgs := []any{base.Start.Unix(), base.End.Unix()}
-	wArgs := []any{win.Start.Unix(), win.End.Unix()}
 	if !hasBase {
-		bArgs = []any{int64(0), int64(0)}
+		base = interval{time.Unix(0, 0), time.Unix(0, 0)} // selects nothing
 	}
-	where := "(" + inBase + " OR " + inWin + ")"
-	sql := `SELECT countIf(` + inBase + `), quantilesExactIf(` + ls + `)(` + col + `, ` + inBase + `),
-       countIf(` + inWin + `), quantilesExactIf(` + ls + `)(` + col + `, ` + inWin + `)
-FROM requests FINAL
-WHERE ` + where + ` AND isFinite(` + col + `) AND ` + scopeSQL
-	var args []any
-	for _, a := range [][]any{bArgs, bArgs, wArgs, wArgs, bArgs, wArgs, scopeArgs} { // in placeholder order
-		args = append(args, a...)
-	}
-	rows, err := s.db.Query(ctx, sql, args...)
+	rd.base, rd.win, err = s.reports.distributions(ctx, col, doc.SLO.Scope, base, win, levels)
 	if err != nil {
-		return nil, fmt.Errorf("query latency distributions of incident %s: %w", id, err)
-	}
-	if rows.Next() {
-		if err := rows.Scan(&rd.base.n, &rd.base.values, &rd.win.n, &rd.win.values); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("scan latency distributions: %w", err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return nil, fmt.Errorf("read latency distributions: %w", err)
-	}
-	rows.Close()
-	rd.base.levels, rd.win.levels = levels, levels
-	if rd.base.n == 0 {
-		rd.base.values = nil
-	}
-	if rd.win.n == 0 {
-		rd.win.values = nil
+		return nil, fmt.Errorf("report of incident %s: %w", id, err)
 	}
 
 	// P99 per minute against the top culprit's signal on its entity, from
@@ -148,35 +111,16 @@ WHERE ` + where + ` AND isFinite(` + col + `) AND ` + scopeSQL
 	if lim := win.End.Add(-s.cfg.MaxRange); from.Before(lim) {
 		from = lim
 	}
-	entitySQL, entityArgs := "0", []any(nil)
+	var entity map[string]string // nil: every request of the scope
 	if len(doc.Culprits) > 0 {
-		entitySQL, entityArgs = entityConds(doc.Culprits[0].Entity)
-	} else {
-		entitySQL = "1"
-	}
-	sigCond := "isFinite(" + rd.sig.expr + ") AND " + entitySQL
-	sql = `SELECT toStartOfMinute(start_time) AS minute, quantileExact(0.99)(` + col + `) AS p99,
-       ` + sigAggregate(rd.sig, sigCond) + ` AS sig
-FROM requests FINAL
-WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND isFinite(` + col + `) AND ` + scopeSQL + `
-GROUP BY minute
-ORDER BY minute
-LIMIT ` + strconv.Itoa(int(s.cfg.MaxRange/time.Minute)+2)
-	args = append(append(append([]any{}, entityArgs...), from.Unix(), win.End.Unix()), scopeArgs...)
-	rows, err = s.db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query p99 series of incident %s: %w", id, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var pt seriesPoint
-		if err := rows.Scan(&pt.minute, &pt.p99, &pt.signal); err != nil {
-			return nil, fmt.Errorf("scan p99 series: %w", err)
+		entity = doc.Culprits[0].Entity
+		if entity == nil {
+			entity = map[string]string{}
 		}
-		rd.series = append(rd.series, pt)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read p99 series: %w", err)
+	rd.series, err = s.reports.series(ctx, col, doc.SLO.Scope, from, win.End, rd.sig, entity, int(s.cfg.MaxRange/time.Minute)+2)
+	if err != nil {
+		return nil, fmt.Errorf("report of incident %s: %w", id, err)
 	}
 	return rd, nil
 }

@@ -74,6 +74,7 @@ type Server struct {
 	incidents incidentStore // over db
 	requests  requestStore  // over db
 	lookups   lookupStore   // over db
+	reports   reportStore   // over db
 	cfg       Config
 	log       *slog.Logger
 	now       func() time.Time
@@ -113,7 +114,7 @@ func New(db DB, cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{db: db, incidents: sqlIncidents{db}, requests: sqlRequests{db}, lookups: sqlRequests{db}, cfg: cfg, log: opts.Logger, now: opts.Now, openapi: schemas.OpenAPI()}
+	s := &Server{db: db, incidents: sqlIncidents{db}, requests: sqlRequests{db}, lookups: sqlRequests{db}, reports: sqlRequests{db}, cfg: cfg, log: opts.Logger, now: opts.Now, openapi: schemas.OpenAPI()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -415,3 +415,100 @@ LIMIT ?`, from.Unix(), to.Unix(), traceIDs, limit)
 	}
 	return out, nil
 }
+
+// reportStore is what the report page needs of the requests table (FINAL)
+// and of gpu_samples. sqlRequests is the real one; memRequests passes the
+// same conformance suite.
+type reportStore interface {
+	// distributions returns, over the requests of scope (filterColumns =
+	// value) with a finite col, the count and the quantilesExact at levels
+	// of col of those started in base and of those started in win (whole
+	// seconds; an empty interval selects none). A cdf without requests has
+	// no values.
+	distributions(ctx context.Context, col string, scope map[string]string, base, win interval, levels []float64) (b, w cdf, err error)
+	// series returns, per minute of start_time, over the requests of scope
+	// started in [from, to) with a finite col, oldest first and at most
+	// limit minutes: quantileExact(0.99) of col, and sig over those of
+	// them on entity (nil: all of them) — the mean of its finite values
+	// (NaN without any), or their count for the "requests" signal. A GPU
+	// entity named without pod or engine also selects the requests of the
+	// tensor-parallel engines on its host (gpu = ”) whose pod its GPU
+	// samples carry.
+	series(ctx context.Context, col string, scope map[string]string, from, to time.Time, sig causeSignal, entity map[string]string, limit int) ([]seriesPoint, error)
+}
+
+func (s sqlRequests) distributions(ctx context.Context, col string, scope map[string]string, base, win interval, levels []float64) (cdf, cdf, error) {
+	b, w := cdf{levels: levels}, cdf{levels: levels}
+	scopeSQL, scopeArgs := conds(scope)
+	lv := make([]string, len(levels))
+	for i, l := range levels {
+		lv[i] = strconv.FormatFloat(l, 'f', -1, 64)
+	}
+	ls := strings.Join(lv, ", ")
+	in := "(start_time >= toDateTime(?) AND start_time < toDateTime(?))"
+	bArgs := []any{base.Start.Unix(), base.End.Unix()}
+	wArgs := []any{win.Start.Unix(), win.End.Unix()}
+	sql := `SELECT countIf(` + in + `), quantilesExactIf(` + ls + `)(` + col + `, ` + in + `),
+       countIf(` + in + `), quantilesExactIf(` + ls + `)(` + col + `, ` + in + `)
+FROM requests FINAL
+WHERE (` + in + " OR " + in + `) AND isFinite(` + col + `) AND ` + scopeSQL
+	var args []any
+	for _, a := range [][]any{bArgs, bArgs, wArgs, wArgs, bArgs, wArgs, scopeArgs} { // in placeholder order
+		args = append(args, a...)
+	}
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return b, w, fmt.Errorf("query latency distributions: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&b.n, &b.values, &w.n, &w.values); err != nil {
+			return b, w, fmt.Errorf("scan latency distributions: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b, w, fmt.Errorf("read latency distributions: %w", err)
+	}
+	// Without rows quantilesExactIf returns zeros, not NaN.
+	if b.n == 0 {
+		b.values = nil
+	}
+	if w.n == 0 {
+		w.values = nil
+	}
+	return b, w, nil
+}
+
+func (s sqlRequests) series(ctx context.Context, col string, scope map[string]string, from, to time.Time, sig causeSignal, entity map[string]string, limit int) ([]seriesPoint, error) {
+	scopeSQL, scopeArgs := conds(scope)
+	entitySQL, entityArgs := "1", []any(nil)
+	if entity != nil {
+		entitySQL, entityArgs = entityConds(entity)
+	}
+	sigCond := "isFinite(" + sig.expr + ") AND " + entitySQL
+	sql := `SELECT toStartOfMinute(start_time) AS minute, quantileExact(0.99)(` + col + `) AS p99,
+       ` + sigAggregate(sig, sigCond) + ` AS sig
+FROM requests FINAL
+WHERE start_time >= toDateTime(?) AND start_time < toDateTime(?) AND isFinite(` + col + `) AND ` + scopeSQL + `
+GROUP BY minute
+ORDER BY minute
+LIMIT ` + strconv.Itoa(limit)
+	args := append(append(append([]any{}, entityArgs...), from.Unix(), to.Unix()), scopeArgs...)
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query p99 series: %w", err)
+	}
+	defer rows.Close()
+	var out []seriesPoint
+	for rows.Next() {
+		var pt seriesPoint
+		if err := rows.Scan(&pt.minute, &pt.p99, &pt.signal); err != nil {
+			return nil, fmt.Errorf("scan p99 series: %w", err)
+		}
+		out = append(out, pt)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read p99 series: %w", err)
+	}
+	return out, nil
+}

@@ -365,3 +365,124 @@ func testLookupStore(t *testing.T, s lookupStore, insert, insertStalls func([][]
 		}
 	}
 }
+
+// TestReportStoreConformance runs one suite on every reportStore: the
+// in-memory one and the ClickHouse one the report page uses.
+func TestReportStoreConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		m := &memRequests{}
+		testReportStore(t, m, m.insert, m.insertGPUSamples)
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		st := chstoretest.Fresh(t)
+		put := func(tbl chstore.Table) func([][]any) {
+			return func(rows [][]any) {
+				t.Helper()
+				if err := st.Insert(context.Background(), tbl, rows); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		testReportStore(t, sqlRequests{ClickHouse(st)}, put(requestCols), put(gpuSampleCols))
+	})
+}
+
+func testReportStore(t *testing.T, s reportStore, insert, insertGPUSamples func([][]any)) {
+	ctx := context.Background()
+	T := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	req := func(uid, model, host, gpu string, at time.Duration, e2e, kv float64) reqFix {
+		return reqFix{uid: uid, trace: "t-" + uid, model: model, service: "s1", host: host, gpu: gpu, engine: "0",
+			start: T.Add(at), e2e: e2e, ttft: 10, kvMax: kv, waiting: 2}
+	}
+	var fs []reqFix
+	for i := range 4 { // the baseline: one request a minute on h1
+		fs = append(fs, req(fmt.Sprintf("b%d", i), "m1", "h1", "g1", time.Duration(i+1)*time.Minute, 100*float64(i+1), 0.5))
+	}
+	kvs := []float64{0.25, 0.125, 0.5, 0.375, 0.75, 0.25, 0.5, 0.25, 1.0, 0.25}
+	for i := range 10 { // the window: even on a one-GPU pod of h1, odd on h2's tensor-parallel engine (gpu '')
+		at := 10*time.Minute + time.Duration(i)*10*time.Second
+		if i >= 5 {
+			at = 11*time.Minute + time.Duration(i-5)*10*time.Second
+		}
+		host, gpu := "h1", "g1"
+		if i%2 == 1 {
+			host, gpu = "h2", ""
+		}
+		fs = append(fs, req(fmt.Sprintf("w%d", i), "m1", host, gpu, at, 1000+100*float64(i), kvs[i]))
+	}
+	fs = append(fs, req("nan", "m1", "h1", "g1", 12*time.Minute, math.NaN(), 0.5), req("other", "m2", "h3", "g3", 10*time.Minute, 5000, 0.9))
+	var rows [][]any
+	for _, f := range fs {
+		rows = append(rows, requestRow(f))
+	}
+	insert(rows)
+	insert(rows[:6]) // delivered twice
+	sample := func(host, gpu, pod string) []any {
+		return []any{host, gpu, pod, "DCGM_FI_DEV_GPU_UTIL", uint64(T.UnixNano()), T, 1.0}
+	}
+	insertGPUSamples([][]any{sample("h2", "GPU-7", "pod-h2"), sample("h2", "GPU-8", "pod-elsewhere"), sample("h1", "g1", "pod-h1")})
+
+	m1 := map[string]string{"model": "m1"}
+	base, win := interval{T, T.Add(10 * time.Minute)}, interval{T.Add(10 * time.Minute), T.Add(20 * time.Minute)}
+	showCDF := func(c cdf) string { return fmt.Sprintf("n=%d %v", c.n, c.values) }
+	for _, c := range []struct {
+		name      string
+		scope     map[string]string
+		base, win interval
+		want      string
+	}{
+		{"scope, finite values, FINAL", m1, base, win, "n=4 [300 400 400] | n=10 [1500 1900 1900]"},
+		{"no baseline", m1, interval{time.Unix(0, 0), time.Unix(0, 0)}, win, "n=0 [] | n=10 [1500 1900 1900]"},
+		{"every model", nil, base, win, "n=4 [300 400 400] | n=11 [1500 5000 5000]"},
+		{"[start, end) in whole seconds", m1, interval{T.Add(2 * time.Minute), T.Add(4 * time.Minute)}, interval{T.Add(11 * time.Minute), T.Add(11*time.Minute + 30*time.Second)},
+			"n=2 [300 300 300] | n=3 [1600 1700 1700]"},
+	} {
+		b, w, err := s.distributions(ctx, "e2e_ms", c.scope, c.base, c.win, []float64{0.5, 0.99, 1})
+		if err != nil {
+			t.Fatalf("distributions, %s: %v", c.name, err)
+		}
+		if got := showCDF(b) + " | " + showCDF(w); got != c.want {
+			t.Errorf("distributions, %s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+
+	showSeries := func(ps []seriesPoint) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("%s %v %v", p.minute.UTC().Format("15:04"), p.p99, p.signal))
+		}
+		return strings.Join(out, "; ")
+	}
+	kv := causeSignal{"kv_usage_max", "KV cache usage (max per request)"}
+	for _, c := range []struct {
+		name     string
+		scope    map[string]string
+		from, to time.Time
+		sig      causeSignal
+		entity   map[string]string
+		limit    int
+		want     string
+	}{
+		{"signal on a one-GPU pod's GPU", m1, T, T.Add(20 * time.Minute), kv, map[string]string{"host": "h1", "gpu": "g1"}, 10,
+			"10:01 100 0.5; 10:02 200 0.5; 10:03 300 0.5; 10:04 400 0.5; 10:10 1400 0.5; 10:11 1900 0.75"},
+		{"signal on a GPU of a tensor-parallel engine (by its pod in gpu_samples)", m1, T, T.Add(20 * time.Minute), kv, map[string]string{"host": "h2", "gpu": "GPU-7"}, 10,
+			"10:01 100 NaN; 10:02 200 NaN; 10:03 300 NaN; 10:04 400 NaN; 10:10 1400 0.25; 10:11 1900 0.25"},
+		{"a GPU named with its engine: no tensor-parallel rule", m1, T.Add(10 * time.Minute), T.Add(20 * time.Minute), kv, map[string]string{"host": "h2", "gpu": "GPU-7", "engine": "0"}, 10,
+			"10:10 1400 NaN; 10:11 1900 NaN"},
+		{"compound signal on a host", m1, T.Add(10 * time.Minute), T.Add(20 * time.Minute), causeSignal{"running_at_arrival + waiting_at_arrival", "x"}, map[string]string{"host": "h2"}, 10,
+			"10:10 1400 6; 10:11 1900 6"},
+		{"requests signal without a culprit", nil, T.Add(10 * time.Minute), T.Add(20 * time.Minute), causeSignal{"toFloat64(1)", "requests"}, nil, 10,
+			"10:10 5000 6; 10:11 1900 5"},
+		{"requests signal on an entity", m1, T.Add(10 * time.Minute), T.Add(20 * time.Minute), causeSignal{"toFloat64(1)", "requests"}, map[string]string{"host": "h1"}, 10,
+			"10:10 1400 3; 10:11 1900 2"},
+		{"limit", m1, T, T.Add(20 * time.Minute), kv, nil, 2, "10:01 100 0.5; 10:02 200 0.5"},
+	} {
+		got, err := s.series(ctx, "e2e_ms", c.scope, c.from, c.to, c.sig, c.entity, c.limit)
+		if err != nil {
+			t.Fatalf("series, %s: %v", c.name, err)
+		}
+		if showSeries(got) != c.want {
+			t.Errorf("series, %s:\n got %s\nwant %s", c.name, showSeries(got), c.want)
+		}
+	}
+}
