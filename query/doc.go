@@ -9,5 +9,9 @@
 // every query (time-range spans, page sizes, result sizes, timeouts). It
 // never imports another stage: incidents are read as the stored v1 JSON
 // payload (schemas/culprits.v1.schema.json), decoded into this package's own
-// types. Alert webhooks live in the subpackage alert.
+// types. Every read goes through one of four small stores declared in
+// store.go — incidents, the P99 breakdowns, drill-down and exemplar lookups,
+// the report's aggregations — each with an in-memory twin that passes the
+// same conformance suite as its ClickHouse implementation. Alert webhooks
+// live in the subpackage alert.
 package query
