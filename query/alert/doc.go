@@ -14,4 +14,8 @@
 // X-Tailcause-Delivery id (<incident_id>:<version>:<event>) lets a
 // receiver drop such repeats. A Watcher derives the events from the
 // incidents table the causal stage writes, newest first and paged.
+//
+// Everything the package asks of its database goes through Store
+// (store.go), in the package's terms; ClickHouse is the real one, and the
+// tests' in-memory store passes the same conformance suite.
 package alert
