@@ -37,7 +37,9 @@ type Config struct {
 	// record time) before the first span record fetched.
 	MetricsLookback time.Duration
 	// MetricsAhead: the metric readers pause when their event time runs this
-	// far ahead of the span stream (bounds the join state on replays).
+	// far ahead of the span stream (bounds the join state on replays). 0
+	// (the default) derives it from the join: Join.MaxWait + 30 s, resolved
+	// by New, so a longer --max-wait moves it along.
 	MetricsAhead time.Duration
 	// RetryMax is the longest backoff between retries of a failed write.
 	RetryMax time.Duration
@@ -72,7 +74,7 @@ const DefaultDeadLetterMaxBytes = 8 << 20
 func DefaultConfig() Config {
 	jc := join.DefaultConfig()
 	return Config{
-		Brokers:         []string{"127.0.0.1:9092"},
+		Brokers:         kafkax.DefaultConfig().Brokers,
 		GroupID:         "tailcause-enrich",
 		SamplesGroupID:  "tailcause-samples",
 		SpansTopic:      schemas.TopicSpans,
@@ -85,13 +87,25 @@ func DefaultConfig() Config {
 		CommitInterval:  time.Second,
 		IdleFlush:       5 * time.Second,
 		MetricsLookback: time.Hour,
-		MetricsAhead:    jc.MaxWait + 30*time.Second,
 		RetryMax:        5 * time.Second,
 
 		DeadLetterMaxBytes: DefaultDeadLetterMaxBytes,
 		GiveUpAfter:        3,
 		MaxEventSkew:       time.Minute,
 	}
+}
+
+// metricsAheadMargin is how far past the join's max wait the metric
+// readers may run ahead of the spans when MetricsAhead is derived.
+const metricsAheadMargin = 30 * time.Second
+
+// withDerived fills the fields whose zero value means "derived from the
+// others" (MetricsAhead).
+func (c Config) withDerived() Config {
+	if c.MetricsAhead == 0 {
+		c.MetricsAhead = c.Join.MaxWait + metricsAheadMargin
+	}
+	return c
 }
 
 // Validate reports a configuration mistake.
@@ -121,7 +135,7 @@ func (c Config) Validate() error {
 	if c.GiveUpAfter < 1 {
 		errs = append(errs, fmt.Errorf("enrich: give up after %d tries: must be at least 1", c.GiveUpAfter))
 	}
-	if c.MetricsAhead < c.Join.MaxWait {
+	if c.MetricsAhead != 0 && c.MetricsAhead < c.Join.MaxWait {
 		errs = append(errs, fmt.Errorf("enrich: metrics ahead %s must be at least the join's max wait %s, or the join can stall", c.MetricsAhead, c.Join.MaxWait))
 	}
 	if err := c.Join.Validate(); err != nil {

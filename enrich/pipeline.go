@@ -61,6 +61,7 @@ func New(cfg Config, store RowWriter, log *slog.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDerived()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tailcause/tailcause/internal/kafkax"
 	"github.com/tailcause/tailcause/internal/otlpkafka"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -75,6 +76,19 @@ func DefaultConfig() Config {
 		LogsTopic:       schemas.TopicLogs,
 		Encoding:        otlpkafka.DefaultConfig(),
 	}
+}
+
+// recordOverhead is what a produce batch holds besides the largest record
+// value: its key, headers and framing.
+const recordOverhead = 64 << 10
+
+// ProducerConfig returns pc with what ingest's records need of their
+// producer: batches that hold the largest record (Encoding.MaxMessageBytes
+// plus recordOverhead). Every command that builds ingest's producer takes
+// its configuration from here, so the derivation lives in one place.
+func (c Config) ProducerConfig(pc kafkax.Config) kafkax.Config {
+	pc.BatchBytes = max(pc.BatchBytes, int64(c.Encoding.MaxMessageBytes)+recordOverhead)
+	return pc
 }
 
 // maxBodyLimit keeps a body in a Go slice and a gRPC message size in an int32.

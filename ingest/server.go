@@ -270,6 +270,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
+	return s.Serve(ctx)
+}
+
+// Serve is Run after Start, for a caller that started the server itself
+// (to learn its addresses first): it waits until ctx ends or a receiver
+// fails, then shuts down within Config.ShutdownTimeout, and returns the
+// receiver's failure and the shutdown's.
+func (s *Server) Serve(ctx context.Context) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():

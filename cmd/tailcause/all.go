@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -40,7 +39,12 @@ type pipelineOptions struct {
 	token              string
 	tls                *tls.Config // the OTLP listeners'; nil: plain TCP
 	enrich             enrich.Config
-	reg                prometheus.Registerer
+	// ingest and producer are the receiver's and its producer's
+	// configurations (as the ingest flags set them); nil: the defaults.
+	// The fields above override their addresses, token, TLS and brokers.
+	ingest   *ingest.Config
+	producer *kafkax.Config
+	reg      prometheus.Registerer
 	// spans, metrics, logs override the topic names (tests use fresh ones).
 	spans, metrics, logs string
 }
@@ -55,25 +59,33 @@ func startPipeline(ctx context.Context, e *env, st *chstore.Store, o pipelineOpt
 		}
 		p.kafka, p.brokers = c, c.ListenAddrs()
 	}
-	pc := kafkax.DefaultConfig()
-	pc.Brokers = p.brokers
-	if !o.embedded {
-		pc.Security = o.enrich.Kafka
-	}
-	prod, err := kafkax.NewProducer(pc)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	p.producer = prod
 	ic := ingest.DefaultConfig()
+	if o.ingest != nil {
+		ic = *o.ingest
+	}
 	ic.GRPCAddr, ic.HTTPAddr, ic.Token, ic.TLS = o.grpcAddr, o.httpAddr, o.token, o.tls
 	ec := o.enrich
 	ec.Brokers = p.brokers
 	if o.spans != "" {
 		ic.TracesTopic, ic.MetricsTopic, ic.LogsTopic = o.spans, o.metrics, o.logs
-		ec.SpansTopic, ec.MetricsTopic = o.spans, o.metrics
 	}
+	// The enricher reads what ingest writes.
+	ec.SpansTopic, ec.MetricsTopic = ic.TracesTopic, ic.MetricsTopic
+	pc := kafkax.DefaultConfig()
+	if o.producer != nil {
+		pc = *o.producer
+	}
+	pc.Brokers = p.brokers
+	pc.Security = kafkax.Security{}
+	if !o.embedded {
+		pc.Security = o.enrich.Kafka
+	}
+	prod, err := kafkax.NewProducer(ic.ProducerConfig(pc))
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.producer = prod
 	if p.ingest, err = ingest.New(ic, prod, o.reg, e.log); err != nil {
 		p.close()
 		return nil, err
@@ -89,19 +101,19 @@ func startPipeline(ctx context.Context, e *env, st *chstore.Store, o pipelineOpt
 	return p, nil
 }
 
-// run serves until ctx ends, then shuts everything down.
-func (p *pipeline) run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	var enrichErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); enrichErr = p.enrich.Run(ctx) }()
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ingest.DefaultConfig().ShutdownTimeout)
-	defer cancel()
-	ierr := p.ingest.Shutdown(sctx)
-	wg.Wait()
+// run serves until ctx ends or a component fails (the enricher, a
+// receiver, or one of more: the observability server), then shuts
+// everything down and returns the first failure.
+func (p *pipeline) run(ctx context.Context, more ...component) error {
+	g := newComponents(ctx)
+	g.add("enrich", p.enrich.Run)
+	g.add("ingest", p.ingest.Serve)
+	for _, c := range more {
+		g.add(c.name, c.run)
+	}
+	err := g.wait()
 	p.close()
-	return errors.Join(enrichErr, ierr)
+	return err
 }
 
 func (p *pipeline) close() {
@@ -134,42 +146,36 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	var sf storeFlags
 	sf.register(fs, e)
 	sf.registerNoMigrate(fs)
+	// The flags of ingest and enrich, from the same registrars.
+	var kf kafkaFlags
+	kf.register(fs, e)
 	ec := enrich.DefaultConfig()
-	eo := enrichFlags(fs, e, &ec)
+	eo := enrichFlags(fs, &ec, &kf)
+	ic, pc := ingest.DefaultConfig(), kafkax.DefaultConfig()
+	var inf ingestFlags
+	inf.register(fs, e, &ic, &pc)
 	embedded := fs.Bool("embedded-kafka", false, "run an in-process Kafka broker (kfake) instead of connecting to --kafka")
-	grpcAddr := fs.String("grpc-addr", ":4317", "OTLP/gRPC listen address")
-	httpAddr := fs.String("http-addr", ":4318", "OTLP/HTTP listen address")
-	token := fs.String("token", "", "bearer token required by ingest (default env TAILCAUSE_INGEST_TOKEN; prefer the env: flags show in ps)")
-	noAuth := fs.Bool("insecure-no-auth", false, "accept OTLP without a bearer token (no token may be set then): for a trusted network only")
-	envToken := e.getenv("TAILCAUSE_INGEST_TOKEN") // never a flag default: defaults are printed
-	tokenFile := fs.String("token-file", e.getenv("TAILCAUSE_INGEST_TOKEN_FILE"), "file holding the bearer token (env TAILCAUSE_INGEST_TOKEN_FILE)")
-	var lt listenTLSFlags
-	lt.register(fs, e, "the OTLP listeners (gRPC and HTTP)")
 	var of obsFlags
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	eo.apply(&ec, &sf)
-	var err error
-	if *token, err = tokenFrom(*token, envToken, "TAILCAUSE_INGEST_TOKEN", *tokenFile); err != nil {
+	if err := eo.apply(&ec, &sf); err != nil {
 		return err
 	}
-	if ec.Kafka, err = eo.kafka.security(); err != nil {
+	if err := inf.resolve(&ic); err != nil {
 		return err
 	}
 	if *embedded && ec.Kafka.String() != "plaintext" {
 		return fmt.Errorf("%w: --embedded-kafka runs a plaintext in-process broker: drop the --kafka-tls and --kafka-sasl flags", errUsage)
 	}
-	listenTLS, err := lt.config()
-	if err != nil {
-		return err
-	}
-	check := ec
+	ec.SpansTopic, ec.MetricsTopic = ic.TracesTopic, ic.MetricsTopic
+	check, pcheck := ec, pc
 	if *embedded {
 		check.Brokers = []string{"embedded:0"} // chosen at start
 	}
-	if err := errors.Join(check.Validate(), checkIngestAuth(*token, *noAuth)); err != nil {
+	pcheck.Brokers = check.Brokers
+	if err := errors.Join(check.Validate(), ic.Validate(), ic.ProducerConfig(pcheck).Validate(), checkIngestAuth(ic.Token, inf.noAuth)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	st, err := sf.open(ctx, e, schemaMigrate)
@@ -179,18 +185,19 @@ func cmdAll(ctx context.Context, e *env, args []string) error {
 	defer st.Close()
 	reg := obs.NewRegistry()
 	p, err := startPipeline(ctx, e, st, pipelineOptions{
-		embedded: *embedded, brokers: ec.Brokers, grpcAddr: *grpcAddr, httpAddr: *httpAddr, token: *token, tls: listenTLS, enrich: ec, reg: reg,
+		embedded: *embedded, brokers: ec.Brokers, grpcAddr: ic.GRPCAddr, httpAddr: ic.HTTPAddr, token: ic.Token, tls: ic.TLS, enrich: ec,
+		ingest: &ic, producer: &pc, reg: reg,
 	})
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(enrichCollectors(p.enrich)...)
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(p.brokers, ec.Kafka, ec.SpansTopic, ec.MetricsTopic))
+	obsSrv, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(p.brokers, ec.Kafka, ec.SpansTopic, ec.MetricsTopic))
 	if err != nil {
 		p.close()
 		return err
 	}
-	defer stopObs()
+	defer obsSrv.stop()
 	e.log.Info("ingest + enrich running", "otlp_grpc", p.ingest.GRPCAddr(), "otlp_http", p.ingest.HTTPAddr(), "kafka", p.brokers, "kafka_security", ec.Kafka.String(), "embedded_kafka", *embedded, "clickhouse", sf.where())
-	return p.run(ctx)
+	return p.run(ctx, component{"observability server", obsSrv.run})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -114,17 +113,16 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	}
 	reg := obs.NewRegistry()
 	reg.MustRegister(causalCollectors(lc)...)
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
+	obsSrv, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
 	if err != nil {
 		return err
 	}
-	defer stopObs()
+	defer obsSrv.stop()
 	e.log.Info("causal scheduler started", "interval", lcfg.Interval, "window", lcfg.Window, "lag", lcfg.Lag, "database", st.Database())
-	err = lc.Run(ctx, slos, time.Now)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	g := newComponents(ctx)
+	g.add("causal scheduler", func(ctx context.Context) error { return lc.Run(ctx, slos, time.Now) })
+	g.add("observability server", obsSrv.run)
+	return g.wait()
 }
 
 // causalCollectors are the scheduled mode's metrics: how long each

@@ -13,21 +13,24 @@ import (
 
 // enrichOpts are the enricher's flags that main resolves after parsing.
 type enrichOpts struct {
-	brokers *string
-	maxAge  eventAgeFlag
-	kafka   kafkaSecurityFlags
+	kafka  *kafkaFlags
+	maxAge eventAgeFlag
 }
 
-// apply sets what the flags derive: the brokers, and the replay horizon
-// (--max-event-age, by default the store's --ttl: older rows ClickHouse
-// would delete at once, so they are dead-lettered instead).
-func (o *enrichOpts) apply(cfg *enrich.Config, sf *storeFlags) {
-	cfg.Brokers = splitList(*o.brokers)
+// apply sets what the flags give beside the config's own fields: the
+// brokers, and the replay horizon (--max-event-age, by default the
+// store's --ttl: older rows ClickHouse would delete at once, so they are
+// dead-lettered instead). What the config derives from its own fields
+// (enrich.Config.MetricsAhead) is enrich.New's business.
+func (o *enrichOpts) apply(cfg *enrich.Config, sf *storeFlags) error {
+	cfg.Brokers = o.kafka.list()
 	cfg.MaxEventAge = time.Duration(sf.ttl)
 	if o.maxAge.set {
 		cfg.MaxEventAge = o.maxAge.d
 	}
-	cfg.MetricsAhead = max(cfg.MetricsAhead, cfg.Join.MaxWait+30*time.Second)
+	var err error
+	cfg.Kafka, err = o.kafka.security()
+	return err
 }
 
 // eventAgeFlag is --max-event-age: like --ttl (30d, 36h, 0 = none), and
@@ -54,10 +57,10 @@ func (f *eventAgeFlag) Set(v string) error {
 	return nil
 }
 
-func enrichFlags(fs *flag.FlagSet, e *env, cfg *enrich.Config) *enrichOpts {
-	o := &enrichOpts{}
-	o.brokers = fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), strings.Join(cfg.Brokers, ",")), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
-	o.kafka.register(fs, e)
+// enrichFlags registers the enricher's flags; kf is the command's --kafka
+// and security flags (registered once, by the caller, also in all).
+func enrichFlags(fs *flag.FlagSet, cfg *enrich.Config, kf *kafkaFlags) *enrichOpts {
+	o := &enrichOpts{kafka: kf}
 	fs.StringVar(&cfg.GroupID, "group", cfg.GroupID, "consumer group of the span topic")
 	fs.StringVar(&cfg.SamplesGroupID, "samples-group", cfg.SamplesGroupID, "consumer group of the metric topic")
 	fs.StringVar(&cfg.Encoding, "encoding", cfg.Encoding, "record encoding: otlp_proto or otlp_json (as the Collector's kafka exporter)")
@@ -80,15 +83,15 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	sf.register(fs, e)
 	sf.registerNoMigrate(fs)
 	cfg := enrich.DefaultConfig()
-	eo := enrichFlags(fs, e, &cfg)
+	var kf kafkaFlags
+	kf.register(fs, e)
+	eo := enrichFlags(fs, &cfg, &kf)
 	var of obsFlags
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	eo.apply(&cfg, &sf)
-	var err error
-	if cfg.Kafka, err = eo.kafka.security(); err != nil {
+	if err := eo.apply(&cfg, &sf); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -105,13 +108,16 @@ func cmdEnrich(ctx context.Context, e *env, args []string) error {
 	}
 	reg := obs.NewRegistry()
 	reg.MustRegister(enrichCollectors(p)...)
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(cfg.Brokers, cfg.Kafka, cfg.SpansTopic, cfg.MetricsTopic))
+	obsSrv, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st), obs.KafkaCheck(cfg.Brokers, cfg.Kafka, cfg.SpansTopic, cfg.MetricsTopic))
 	if err != nil {
 		return err
 	}
-	defer stopObs()
+	defer obsSrv.stop()
 	e.log.Info("enrich running", "kafka", cfg.Brokers, "kafka_security", cfg.Kafka.String(), "clickhouse", sf.where(), "database", sf.database)
-	return p.Run(ctx)
+	g := newComponents(ctx)
+	g.add("enrich", p.Run)
+	g.add("observability server", obsSrv.run)
+	return g.wait()
 }
 
 func splitList(s string) []string {

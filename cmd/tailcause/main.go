@@ -101,6 +101,9 @@ func run(ctx context.Context, e *env, args []string) int {
 	case a == "--version" || a == "-version" || a == "-v":
 		fmt.Fprintln(e.stdout, versionString())
 		return 0
+	case a == "help" && args[1] == "--markdown" && len(args) == 2:
+		writeMarkdown(ctx, e.stdout, cmds)
+		return 0
 	case a == "help":
 		c, ok := cmds[args[1]]
 		if !ok || len(args) > 2 {

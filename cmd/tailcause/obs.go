@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,10 +22,20 @@ func (o *obsFlags) register(fs *flag.FlagSet, e *env) {
 		"listen address of /metrics, /healthz and /readyz (empty: off; env TAILCAUSE_METRICS_ADDR)")
 }
 
-// start serves reg and the readiness checks until the returned stop.
-func (o *obsFlags) start(ctx context.Context, e *env, reg *prometheus.Registry, checks ...obs.Check) (func(), error) {
+// obsServer is the observability listener of one role, once listening.
+type obsServer struct {
+	s    *obs.Server // nil when --metrics-addr is empty
+	stop func()
+}
+
+// start listens, so that a taken port fails the command before anything
+// else runs; the listener then serves reg and the readiness checks as the
+// role's "observability server" component (run), until the group's
+// context ends or the listener fails. stop (idempotent) shuts it down on
+// the paths that return before the group runs.
+func (o *obsFlags) start(ctx context.Context, e *env, reg *prometheus.Registry, checks ...obs.Check) (*obsServer, error) {
 	if o.addr == "" {
-		return func() {}, nil
+		return &obsServer{stop: func() {}}, nil
 	}
 	cfg := obs.DefaultConfig()
 	cfg.Addr = o.addr
@@ -36,20 +47,37 @@ func (o *obsFlags) start(ctx context.Context, e *env, reg *prometheus.Registry, 
 		return nil, err
 	}
 	e.log.Info("observability listening", "addr", s.Addr().String())
-	return func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(c)
-	}, nil
+	var once sync.Once
+	return &obsServer{s: s, stop: func() {
+		once.Do(func() {
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(c)
+		})
+	}}, nil
+}
+
+// run is the listener's component: it ends when ctx does (nil) or when the
+// listener fails (that error), and shuts the listener down either way.
+func (o *obsServer) run(ctx context.Context) error {
+	if o.s == nil {
+		<-ctx.Done()
+		return nil
+	}
+	defer o.stop()
+	return o.s.Wait(ctx)
 }
 
 // enrichCollectors exposes the enricher's counters and the join's state.
+// Every field's HELP text comes from enrich (CounterFields,
+// JoinStatsFields), which owns the counters.
 func enrichCollectors(p *enrich.Pipeline) []prometheus.Collector {
+	counters, join := enrich.CounterFields(), enrich.JoinStatsFields()
 	return []prometheus.Collector{
-		obs.NewFuncCollector("tailcause_enrich", func() []obs.Value { return obs.StructValues(&p.C) }),
+		obs.NewFuncCollector("tailcause_enrich", func() []obs.Value { return obs.StructValues(&p.C, counters) }),
 		obs.NewFuncCollector("tailcause_join", func() []obs.Value {
 			st := p.JoinStats()
-			return obs.StructValues(&st, "Pending", "Traces", "Hosts", "EngineSeries", "GPUSeries")
+			return obs.StructValues(&st, join)
 		}),
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,28 +86,21 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	stopObs, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
+	obsSrv, err := of.start(ctx, e, reg, obs.ClickHouseCheck(st))
 	if err != nil {
 		return err
 	}
-	defer stopObs()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	defer obsSrv.stop()
+	var parts []component
 	if wcfg != nil {
 		d, err := alert.NewDispatcher(alert.ClickHouse(st), *wcfg, alert.Options{Logger: e.log, Getenv: e.getenv, ReportURL: srv.ReportURL, Registerer: reg})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- d.Run(ctx) }()
+		parts = append(parts, component{"alert dispatcher", d.Run})
 		if *watch > 0 {
-			w := alert.NewWatcher(d, *watch, 24*time.Hour)
-			wg.Add(1)
-			go func() { defer wg.Done(); errs <- w.Run(ctx) }()
+			parts = append(parts, component{"incident watcher", alert.NewWatcher(d, *watch, 24*time.Hour).Run})
 		}
-		e.log.Info("alert dispatcher running", "receivers", len(wcfg.Receivers))
 	}
 	hs := srv.HTTPServer(*listen)
 	ln, err := net.Listen("tcp", *listen)
@@ -120,28 +112,36 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 		hs.TLSConfig = listenTLS
 		serve = func(l net.Listener) error { return hs.ServeTLS(l, "", "") }
 	}
+	g := newComponents(ctx)
+	for _, c := range parts {
+		g.add(c.name, c.run)
+	}
+	if wcfg != nil {
+		e.log.Info("alert dispatcher running", "receivers", len(wcfg.Receivers))
+	}
+	g.add("query API", func(ctx context.Context) error { return serveHTTP(ctx, e, hs, ln, serve) })
+	g.add("observability server", obsSrv.run)
 	e.log.Info("query API listening", "addr", ln.Addr().String(), "database", st.Database(), "auth", cfg.Token != "", "tls", listenTLS != nil)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs <- fmt.Errorf("serve http: %w", err)
-			cancel()
-		}
-	}()
-	<-ctx.Done()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer scancel()
+	return g.wait()
+}
+
+// serveHTTP serves hs on ln until ctx ends (then shuts it down, waiting up
+// to 10 s for open requests) or serving fails.
+func serveHTTP(ctx context.Context, e *env, hs *http.Server, ln net.Listener, serve func(net.Listener) error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		e.log.Warn("http shutdown", "err", err)
 	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		if err != nil {
-			all = append(all, err)
-		}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
 	}
-	return errors.Join(all...)
+	return nil
 }

@@ -17,16 +17,15 @@ import (
 func cmdTopics(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("topics", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	brokers := fs.String("kafka", orDefault(e.getenv("TAILCAUSE_KAFKA"), "localhost:9092"), "Kafka bootstrap brokers, comma-separated (env TAILCAUSE_KAFKA)")
+	var kf kafkaFlags
+	kf.register(fs, e)
 	replication := fs.Int("replication", 0, "replication factor for topics it creates (0: as declared in schemas/kafka/topics.json)")
 	check := fs.Bool("check", false, "only validate: fail if a topic is missing or has other partition counts")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	var ks kafkaSecurityFlags
-	ks.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	sec, err := ks.security()
+	sec, err := kf.security()
 	if err != nil {
 		return err
 	}
@@ -36,7 +35,7 @@ func cmdTopics(ctx context.Context, e *env, args []string) error {
 	if *timeout <= 0 {
 		return fmt.Errorf("%w: --timeout %v: must be positive", errUsage, *timeout)
 	}
-	list := splitList(*brokers)
+	list := kf.list()
 	if len(list) == 0 {
 		return fmt.Errorf("%w: --kafka: no brokers given", errUsage)
 	}

@@ -39,10 +39,15 @@ type Config struct {
 	Security Security
 }
 
-// DefaultConfig returns a configuration for brokers on localhost:9092.
+// DefaultBroker is the bootstrap address every client of the module
+// dials unless told otherwise (the dev broker of deploy/dev; the IPv4
+// loopback, which "localhost" may not resolve to first).
+const DefaultBroker = "127.0.0.1:9092"
+
+// DefaultConfig returns a configuration for a broker on DefaultBroker.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:         []string{"localhost:9092"},
+		Brokers:         []string{DefaultBroker},
 		ClientID:        "tailcause",
 		BatchRecords:    1000,
 		BatchBytes:      1 << 20,

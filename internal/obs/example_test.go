@@ -28,7 +28,11 @@ func Example() {
 
 	reg := prometheus.NewRegistry() // obs.NewRegistry() adds Go and process metrics
 	reg.MustRegister(obs.NewFuncCollector("tailcause_enrich", func() []obs.Value {
-		return obs.StructValues(&c, "Pending")
+		return obs.StructValues(&c, map[string]obs.Field{
+			"SpanRecords": {Help: "Span records read from Kafka."},
+			"Requests":    {Help: "Request rows written to ClickHouse."},
+			"Pending":     {Help: "Requests waiting for their join.", Gauge: true},
+		})
 	}))
 	ready := obs.Check{Name: "clickhouse", Run: func(context.Context) error { return nil }}
 	s, err := obs.New(obs.DefaultConfig(), reg, []obs.Check{ready}, nil)

@@ -95,25 +95,31 @@ func (c *FuncCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// Field describes how StructValues exposes one struct field: its HELP
+// text (a sentence for a person reading /metrics, not the field's Go name)
+// and whether it is a gauge (otherwise a counter).
+type Field struct {
+	Help  string
+	Gauge bool
+}
+
 // StructValues reads the exported numeric fields of the struct that v is
 // or points to — ints, uints, floats, and the sync/atomic Int32, Int64,
 // Uint32, Uint64 types (read with Load) — as Values named after the fields
-// in snake_case (SpanRecords → span_records, GPUSeries → gpu_series).
-// Fields named in gauges are Gauges, the others Counters. Other fields are
+// in snake_case (SpanRecords → span_records, GPUSeries → gpu_series),
+// described by fields (keyed by the Go field name). A field that fields
+// does not name is a counter with no HELP text (the collector then uses
+// its name, which a test of the role should refuse). Other fields are
 // skipped. It panics if v is not a struct or a pointer to one (a
 // programmer's error). Pass a pointer for atomic fields: they must not be
 // copied.
-func StructValues(v any, gauges ...string) []Value {
+func StructValues(v any, fields map[string]Field) []Value {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
 	}
 	if rv.Kind() != reflect.Struct {
 		panic(fmt.Sprintf("obs.StructValues: %T is not a struct", v))
-	}
-	isGauge := make(map[string]bool, len(gauges))
-	for _, g := range gauges {
-		isGauge[g] = true
 	}
 	rt := rv.Type()
 	out := make([]Value, 0, rt.NumField())
@@ -126,11 +132,12 @@ func StructValues(v any, gauges ...string) []Value {
 		if !ok {
 			continue
 		}
+		d := fields[f.Name]
 		k := Counter
-		if isGauge[f.Name] {
+		if d.Gauge {
 			k = Gauge
 		}
-		out = append(out, Value{Name: SnakeCase(f.Name), Kind: k, Value: x, Help: rt.Name() + "." + f.Name})
+		out = append(out, Value{Name: SnakeCase(f.Name), Kind: k, Value: x, Help: d.Help})
 	}
 	return out
 }

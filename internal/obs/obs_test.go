@@ -68,6 +68,13 @@ type counters struct {
 	Label                 string
 }
 
+var testFields = map[string]Field{
+	"SpanRecords": {Help: "Span records read."},
+	"Pending":     {Help: "Requests waiting.", Gauge: true},
+	"GPUSeries":   {Help: "GPU series held.", Gauge: true},
+	"Ratio":       {Help: "A ratio.", Gauge: true},
+}
+
 func TestServerLifecycle(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var healthy atomic.Bool
@@ -77,7 +84,7 @@ func TestServerLifecycle(t *testing.T) {
 	c.InsertRetries.Store(2)
 	c.Pending = 3
 	reg := NewRegistry()
-	reg.MustRegister(NewFuncCollector("tailcause_enrich", func() []Value { return StructValues(&c, "Pending", "GPUSeries", "Ratio") }))
+	reg.MustRegister(NewFuncCollector("tailcause_enrich", func() []Value { return StructValues(&c, testFields) }))
 
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.CheckInterval, cfg.CheckTimeout = "127.0.0.1:0", 0, 200*time.Millisecond
@@ -208,13 +215,67 @@ func TestFuncCollectorClash(t *testing.T) {
 	}
 }
 
+// TestStructValuesHelp: the HELP text is the one the fields give, and a
+// field without one gets no Go name as its HELP (it is left empty).
+func TestStructValuesHelp(t *testing.T) {
+	var c counters
+	got := map[string]Value{}
+	for _, v := range StructValues(&c, testFields) {
+		got[v.Name] = v
+	}
+	if v := got["span_records"]; v.Help != "Span records read." || v.Kind != Counter {
+		t.Errorf("span_records = %+v", v)
+	}
+	if v := got["pending"]; v.Help != "Requests waiting." || v.Kind != Gauge {
+		t.Errorf("pending = %+v", v)
+	}
+	if v := got["insert_retries"]; v.Help != "" || v.Kind != Counter {
+		t.Errorf("insert_retries (no Field) = %+v, want a counter without help", v)
+	}
+}
+
+// TestServerWaitEndsOnServeFailure: Wait returns nil once ctx ends, and
+// the listener's failure when the server stops serving on its own, so a
+// run group stops the role.
+func TestServerWaitEndsOnServeFailure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	s, err := New(cfg, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(context.Background()); err == nil {
+		t.Error("Wait before Start returned nil")
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Errorf("Wait after ctx ended: %v", err)
+	}
+	s.ln.Close() // the listener fails under the server
+	err = s.Wait(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "obs: serve on 127.0.0.1:") {
+		t.Errorf("Wait after the listener failed = %v, want the serve error", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown after the failure: %v", err)
+	}
+	if err := s.Wait(context.Background()); err == nil {
+		t.Error("Wait after Shutdown forgot the failure")
+	}
+}
+
 func TestStructValuesPanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic for a non-struct")
 		}
 	}()
-	StructValues(3)
+	StructValues(3, nil)
 }
 
 func TestSnakeCase(t *testing.T) {

@@ -96,6 +96,7 @@ type Server struct {
 	ln       net.Listener
 	done     chan struct{}
 	shutdown bool
+	serveErr error // why Serve returned, when it failed (guarded by lifeMu)
 }
 
 // Readiness is the outcome of one readiness evaluation.
@@ -167,9 +168,39 @@ func (s *Server) Start(ctx context.Context) error {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("obs server stopped", "addr", ln.Addr(), "err", err)
+			s.lifeMu.Lock()
+			s.serveErr = err
+			s.lifeMu.Unlock()
 		}
 	}()
 	return nil
+}
+
+// Wait blocks until ctx ends (nil) or the server stops serving without a
+// Shutdown (its listener failed: that error). A role's run group waits on
+// it, so a role whose /metrics and /readyz died stops instead of running
+// unobserved.
+func (s *Server) Wait(ctx context.Context) error {
+	s.lifeMu.Lock()
+	done := s.done
+	s.lifeMu.Unlock()
+	if done == nil {
+		return errors.New("obs: wait on a server not started")
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-done:
+	}
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	switch {
+	case s.serveErr != nil:
+		return fmt.Errorf("obs: serve on %s: %w", s.ln.Addr(), s.serveErr)
+	case s.shutdown:
+		return nil
+	}
+	return fmt.Errorf("obs: server on %s stopped serving", s.ln.Addr())
 }
 
 // Addr returns the listening address (nil before Start).
