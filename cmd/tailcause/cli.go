@@ -179,7 +179,8 @@ func topUsage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun `tailcause help <command>` for a command's flags, examples and environment variables.")
+	fmt.Fprintln(w, "\nRun `tailcause help <command>` for a command's flags, examples and environment variables;")
+	fmt.Fprintln(w, "`tailcause help --markdown` prints them all as the CLI reference ("+cliReference+").")
 }
 
 // helpText is what a subcommand's help says: its doc, its flag listing
