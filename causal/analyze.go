@@ -19,6 +19,14 @@ type Config struct {
 	// read with FINAL: delivery is at least once and duplicates collapse only
 	// on merge.
 	Table string
+	// DirectReads makes every query of an analysis read Table with FINAL.
+	// By default (false), when the store opens sessions (Sessioner, as
+	// StoreDB does) and the user may create temporary tables (readonly 0 or
+	// 2), an analysis, or a sweep, first reads the rows it needs once into
+	// a temporary table of its session (a snapshot) and every query reads
+	// that: the same answers, several times faster (DESIGN.md). A user on
+	// readonly = 1 reads directly.
+	DirectReads bool
 	// SamplesTable is the per-GPU samples table (gpu_samples), read to
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
@@ -216,6 +224,12 @@ type Analyzer struct {
 	cfg Config
 	dag *DAG
 	log *slog.Logger
+
+	// An analyzer reading a snapshot (withSnapshot) is a copy of the one
+	// reading the store (direct), its db the snapshot's session.
+	snap   *snapshot
+	direct *Analyzer
+	reads  Reads
 }
 
 // NewAnalyzer validates cfg and returns an Analyzer reading through db.
@@ -302,6 +316,8 @@ type Analysis struct {
 	// Queries counts the SQL queries sent; QueryTime their total latency.
 	Queries   int
 	QueryTime time.Duration
+	// Reads says whether the queries read a snapshot or the table.
+	Reads Reads
 }
 
 // Candidate is one cause examined.
@@ -345,10 +361,22 @@ func (a *Analyzer) Analyze(ctx context.Context, req Request) (*Analysis, error) 
 	if err != nil {
 		return nil, err
 	}
+	sa, made, release, err := a.withSnapshot(ctx, r.req.SLO.Scope, r.y, false, a.coverage(req.Window, req.Baseline))
+	if err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	defer release()
+	r.a = sa
 	if err := r.analyze(); err != nil {
 		return nil, err
 	}
-	return r.result(), nil
+	an := r.result()
+	an.Reads = sa.reads
+	if made {
+		an.Queries += snapshotStatements
+		an.QueryTime += sa.reads.SnapshotTime
+	}
+	return an, nil
 }
 
 // IncidentID derives a stable incident id from the scope and the start of

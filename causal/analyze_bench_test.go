@@ -37,7 +37,8 @@ func benchData(b *testing.B, n int) (*Analyzer, Request) {
 }
 
 // loggedDB runs every query with log_queries and its own query id, so the
-// server's memory per query can be read back from system.query_log.
+// server's memory and rows read per query can be read back from
+// system.query_log. Its sessions (the snapshots) are logged the same way.
 type loggedDB struct {
 	DB
 	st     *chstore.Store
@@ -45,74 +46,176 @@ type loggedDB struct {
 	n      int
 }
 
-func (l *loggedDB) Query(ctx context.Context, q string) (Rows, error) {
+func (l *loggedDB) next(ctx context.Context) context.Context {
 	l.n++
-	ctx = clickhouse.Context(ctx, clickhouse.WithQueryID(fmt.Sprintf("%s-%d", l.prefix, l.n)),
+	return clickhouse.Context(ctx, clickhouse.WithQueryID(fmt.Sprintf("%s-%d", l.prefix, l.n)),
 		clickhouse.WithSettings(clickhouse.Settings{"log_queries": 1}))
-	return l.DB.Query(ctx, q)
 }
 
-// serverCost is the peak memory of one query and the rows read, over the
-// queries run since prefix was set.
-func (l *loggedDB) serverCost(ctx context.Context) (peakBytes, readRows uint64, err error) {
-	if err := l.st.Conn().Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
-		return 0, 0, err
+func (l *loggedDB) Query(ctx context.Context, q string) (Rows, error) {
+	return l.DB.Query(l.next(ctx), q)
+}
+
+func (l *loggedDB) Session(ctx context.Context) (Session, error) {
+	s, err := l.DB.(Sessioner).Session(ctx)
+	if err != nil {
+		return nil, err
 	}
-	err = l.st.Conn().QueryRow(ctx, "SELECT toUInt64(max(memory_usage)), toUInt64(sum(read_rows)) FROM system.query_log WHERE type = 2 AND startsWith(query_id, ?)",
-		l.prefix+"-").Scan(&peakBytes, &readRows)
-	return peakBytes, readRows, err
+	return loggedSession{s, l}, nil
+}
+
+type loggedSession struct {
+	Session
+	l *loggedDB
+}
+
+func (s loggedSession) Query(ctx context.Context, q string) (Rows, error) {
+	return s.Session.Query(s.l.next(ctx), q)
+}
+
+func (s loggedSession) Exec(ctx context.Context, stmt string) error {
+	return s.Session.Exec(s.l.next(ctx), stmt)
+}
+
+// serverCost is what the server logged for the queries run since prefix
+// was set: the peak memory of one query, the rows read, the number of
+// queries, the CPU time they used (user + system) and the time they
+// waited for a CPU (high on a busy machine, where wall time says little).
+type serverCost struct {
+	peakBytes, readRows, queries uint64
+	cpu, cpuWait                 float64 // seconds
+}
+
+func (l *loggedDB) serverCost(ctx context.Context) (c serverCost, err error) {
+	if err := l.st.Conn().Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		return c, err
+	}
+	err = l.st.Conn().QueryRow(ctx, `SELECT toUInt64(max(memory_usage)), toUInt64(sum(read_rows)), count(),
+	toFloat64(sum(ProfileEvents['UserTimeMicroseconds'] + ProfileEvents['SystemTimeMicroseconds'])) / 1e6,
+	toFloat64(sum(ProfileEvents['OSCPUWaitMicroseconds'])) / 1e6
+FROM system.query_log WHERE type = 2 AND startsWith(query_id, ?)`,
+		l.prefix+"-").Scan(&c.peakBytes, &c.readRows, &c.queries, &c.cpu, &c.cpuWait)
+	return c, err
+}
+
+// plainScan times one plain scan of the analysis's window and baseline
+// rows: count() and the P99 of e2e_ms from the table with FINAL. It is the
+// yardstick the analysis's time is reported against (x-plain-scan; the
+// fastest of three runs, and the server CPU of the scans: x-plain-scan-cpu).
+func plainScan(b *testing.B, a *Analyzer, req Request) time.Duration {
+	b.Helper()
+	base := Interval{Start: req.Window.Start.Add(-time.Hour), End: req.Window.Start}
+	q := fmt.Sprintf("SELECT toFloat64(count()), toFloat64(quantile(0.99)(e2e_ms)) FROM %s FINAL WHERE %s AND %s AND (%s OR %s)",
+		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(base, req.Window), inInterval(base), inInterval(req.Window))
+	best := time.Duration(0)
+	for range 3 { // the fastest of three: the scan's own cost, not the noise of a shared machine
+		t0 := time.Now()
+		v, err := queryFloats(context.Background(), a.db, "plain scan", q, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d := time.Since(t0); best == 0 || d < best {
+			best = d
+		}
+		if v[0] == 0 {
+			b.Fatal("the plain scan found no rows")
+		}
+	}
+	return best
 }
 
 func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.Helper()
+	ldb, _ := a.db.(*loggedDB)
+	if ldb != nil {
+		ldb.prefix, ldb.n = fmt.Sprintf("scan-%d", time.Now().UnixNano()), 0
+	}
+	scan := plainScan(b, a, req)
+	var scanCPU float64 // server CPU seconds of one plain scan
+	if ldb != nil {
+		c, err := ldb.serverCost(context.Background())
+		if err != nil {
+			b.Fatalf("read the query log: %v", err)
+		}
+		scanCPU = c.cpu / float64(c.queries)
+		ldb.prefix, ldb.n = fmt.Sprintf("bench-%d", time.Now().UnixNano()), 0
+	}
 	b.ReportAllocs()
 	var an *Analysis
 	var err error
-	ldb, _ := a.db.(*loggedDB)
-	if ldb != nil {
-		ldb.prefix, ldb.n = fmt.Sprintf("bench-%d", time.Now().UnixNano()), 0
-	}
+	b.ResetTimer()
 	for b.Loop() {
 		if an, err = a.Analyze(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
 	estimated := 0
 	for _, c := range an.Candidates {
 		if c.Skipped == "" && !c.Split {
 			estimated++
 		}
 	}
+	perOp := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(an.Queries), "queries/op")
 	b.ReportMetric(float64(estimated), "causes/op")
 	b.ReportMetric(float64(an.Incident.Requests), "window-requests")
+	b.ReportMetric(float64(an.Reads.SnapshotRows), "snapshot-rows")
+	b.ReportMetric(scan.Seconds(), "plain-scan-s")
+	b.ReportMetric(float64(perOp)/float64(scan), "x-plain-scan")
 	if ldb != nil {
-		peak, read, err := ldb.serverCost(context.Background())
+		c, err := ldb.serverCost(context.Background())
 		if err != nil {
 			b.Fatalf("read the query log: %v", err)
 		}
-		b.ReportMetric(float64(peak)/(1<<20), "server-peak-MiB")
-		b.ReportMetric(float64(read)/float64(b.N), "server-rows-read/op")
+		b.ReportMetric(float64(c.peakBytes)/(1<<20), "server-peak-MiB")
+		b.ReportMetric(float64(c.readRows)/float64(b.N), "server-rows-read/op")
+		b.ReportMetric(float64(c.queries)/float64(b.N), "server-queries/op")
+		b.ReportMetric(c.cpu/float64(b.N), "server-cpu-s/op")
+		b.ReportMetric(c.cpuWait/float64(b.N), "server-cpu-wait-s/op")
+		if scanCPU > 0 {
+			b.ReportMetric(scanCPU, "plain-scan-cpu-s")
+			b.ReportMetric(c.cpu/float64(b.N)/scanCPU, "x-plain-scan-cpu")
+		}
+	}
+	if an.Reads.Direct != "" {
+		b.Logf("direct reads: %s", an.Reads.Direct)
 	}
 	if len(an.Incident.Culprits) > 0 {
-		b.Logf("top culprit %s %s AF %.2f; %d queries, %v in ClickHouse", an.Incident.Culprits[0].Cause, EntityString(an.Incident.Culprits[0].Entity), an.Incident.Culprits[0].AttributableFraction, an.Queries, an.QueryTime.Round(time.Millisecond))
+		b.Logf("top culprit %s %s AF %.4f; %d queries, %v in ClickHouse, snapshot %d rows in %v; one plain scan %v",
+			an.Incident.Culprits[0].Cause, EntityString(an.Incident.Culprits[0].Entity), an.Incident.Culprits[0].AttributableFraction,
+			an.Queries, an.QueryTime.Round(time.Millisecond), an.Reads.SnapshotRows, an.Reads.SnapshotTime.Round(time.Millisecond), scan.Round(time.Millisecond))
 	}
 }
 
 // BenchmarkAnalyze measures one attribution (every candidate cause of the
-// default DAG) over 100k and 1M requests (10M with
-// TAILCAUSE_BENCH_10M=1): wall time per analysis, ClickHouse queries, and
-// Go-side allocations. Run with -benchtime=1x: one analysis of 1M rows
-// takes tens of seconds on a small server.
+// default DAG, the degraded checks, health, counterfactuals) over 100k and
+// 1M window+baseline requests (10M with TAILCAUSE_BENCH_10M=1), next to
+// one plain scan of the same rows measured in the same run
+// (x-plain-scan): wall time per analysis, ClickHouse queries, rows read
+// and peak memory (system.query_log), Go-side allocations.
+// requests=N reads through a snapshot (the default); direct,requests=N
+// reads the table with FINAL in every query (Config.DirectReads: the
+// read-only user's path, and the figures before snapshots), on the same
+// data: each size is inserted once, before its two sub-benchmarks (also
+// when a -bench pattern selects only one of them). Run with -benchtime=1x.
 func BenchmarkAnalyze(b *testing.B) {
 	sizes := []int{100_000, 1_000_000}
 	if os.Getenv("TAILCAUSE_BENCH_10M") != "" {
 		sizes = append(sizes, 10_000_000)
 	}
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) {
-			a, req := benchData(b, n)
-			runBench(b, a, req)
+		// One dataset for both: its database lives until the parent ends.
+		a, req := benchData(b, n)
+		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) { runBench(b, a, req) })
+		b.Run(fmt.Sprintf("direct,requests=%d", n), func(b *testing.B) {
+			cfg := a.Config()
+			cfg.DirectReads = true
+			ad, err := NewAnalyzer(a.db, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runBench(b, ad, req)
 		})
 	}
 }

@@ -55,7 +55,7 @@ func (a *Analyzer) CompareRankings(ctx context.Context, an *Analysis) (map[strin
 	}
 	win, base := where(in.Window), where(in.Baseline)
 	tail := fmt.Sprintf("toFloat64(%s > %s)", out.Covariate(), FormatFloat(an.TailThresholdMS))
-	tbl := a.cfg.Table + " FINAL"
+	tbl := a.table()
 	res := map[string][]Ranked{}
 	for _, n := range a.dag.Nodes() {
 		if n.Cause == "" || n.Latent || n.Expr == "" {

@@ -60,6 +60,33 @@ func (s storeDB) Insert(ctx context.Context, table string, columns []string, row
 	return s.st.Insert(ctx, chstore.Table{Name: table, Columns: columns}, rows)
 }
 
+// Session opens a session of the store (chstore.Session): the Analyzer's
+// snapshots live in it. A user on a readonly = 1 profile gets
+// ErrReadOnly, without a statement sent.
+func (s storeDB) Session(ctx context.Context) (Session, error) {
+	if s.st.ReadOnly() {
+		return nil, ErrReadOnly
+	}
+	sess, err := s.st.Session()
+	if err != nil {
+		return nil, err
+	}
+	return storeSession{sess}, nil
+}
+
+type storeSession struct{ s *chstore.Session }
+
+func (c storeSession) Query(ctx context.Context, query string) (Rows, error) {
+	rows, err := c.s.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (c storeSession) Exec(ctx context.Context, stmt string) error { return c.s.Exec(ctx, stmt) }
+func (c storeSession) Close() error                                { return c.s.Close() }
+
 // queryRows runs q and calls scan for each row; it closes the rows.
 func queryRows(ctx context.Context, db Querier, what, q string, scan func(Rows) error) error {
 	rows, err := db.Query(ctx, q)

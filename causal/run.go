@@ -114,7 +114,9 @@ func (r *run) note(format string, args ...any) {
 
 // --- SQL fragments -------------------------------------------------------
 
-func (r *run) table() string { return r.cfg.Table + " FINAL" }
+// table is what requests are read from: a snapshot, or the table with
+// FINAL (snapshot.go).
+func (r *run) table() string { return r.a.table() }
 
 func inInterval(iv Interval) string {
 	return fmt.Sprintf("(start_ns >= %d AND start_ns < %d)", iv.Start.UnixNano(), iv.End.UnixNano())

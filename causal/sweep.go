@@ -80,6 +80,8 @@ type SweepResult struct {
 	// Queries counts the SQL queries sent; QueryTime their total latency.
 	Queries   int
 	QueryTime time.Duration
+	// Reads says whether the sweep's queries read a snapshot or the table.
+	Reads Reads
 
 	ok       *Analysis         // the status-ok answer when nothing broke
 	services map[string]string // model → its one service, where it has one
@@ -127,6 +129,18 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		return nil, fmt.Errorf("sweep: invalid request: signal %q: no outcome node of the DAG measures it", req.SLO.Signal)
 	}
 	res := &SweepResult{services: map[string]string{}}
+	// One snapshot of the sweep's rows serves every scope's analyses and
+	// screens (snapshot.go).
+	a, made, release, err := a.withSnapshot(ctx, req.SLO.Scope, out.Covariate(), true, a.coverage(req.Window, req.Baseline))
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	defer release()
+	res.Reads = a.reads
+	if made {
+		res.Queries += snapshotStatements
+		res.QueryTime += a.reads.SnapshotTime
+	}
 	scopes, err := a.discoverScopes(ctx, req, res)
 	if err != nil {
 		return nil, err
@@ -399,7 +413,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", FormatFloat(q), y)
 	var out []*screened
 	read := func(kind, group, labels string) error {
-		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s FINAL WHERE %s GROUP BY %s", labels, tail, qq, a.cfg.Table, where, group)
+		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s WHERE %s GROUP BY %s", labels, tail, qq, a.table(), where, group)
 		return queryRows(ctx, a.db, "entity screen", qs, func(rows Rows) error {
 			e := &screened{kind: kind, thresholdT: t}
 			var host, pod, engine string
@@ -431,7 +445,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
 	qs := scanThresholds(q)
-	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s FINAL WHERE %s", FormatFloat(qs[1]), y, a.cfg.Table, where), 1)
+	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s", FormatFloat(qs[1]), y, a.table(), where), 1)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -505,8 +519,8 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 	}
 	bucket := fmt.Sprintf("if(start_ns < %d, -1, intDiv(start_ns - %d, %d))", win.Start.UnixNano(), win.Start.UnixNano(), width)
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
-	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s FINAL WHERE %s GROUP BY host, pod, engine, tc_b",
-		bucket, y, FormatFloat(ts[0]), y, FormatFloat(ts[1]), a.cfg.Table, where)
+	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY host, pod, engine, tc_b",
+		bucket, y, FormatFloat(ts[0]), y, FormatFloat(ts[1]), a.table(), where)
 	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
 		var host, pod, engine string
 		var b, n float64
@@ -808,8 +822,8 @@ func scopeWhere(sc map[string]string) string {
 func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *SweepResult) ([]map[string]string, error) {
 	// The busiest MaxScopes models (a flood of fake model names must not
 	// make a sweep unbounded); the rest are named in a note.
-	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) AS n, toString(any(service)), toFloat64(uniqExact(service)) FROM %s FINAL WHERE %s AND %s AND %s GROUP BY m ORDER BY n DESC, m LIMIT %d",
-		a.cfg.Table, scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window), a.cfg.MaxScopes+1)
+	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) AS n, toString(any(service)), toFloat64(uniqExact(service)) FROM %s WHERE %s AND %s AND %s GROUP BY m ORDER BY n DESC, m LIMIT %d",
+		a.table(), scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window), a.cfg.MaxScopes+1)
 	var out []map[string]string
 	err := queryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
 		var m, svc string
