@@ -40,7 +40,7 @@
 // 18.16 (no JOIN, no JSONExtract, no toStartOfInterval, no DateTime64).
 // Manners follow gonum/stat: a nil options pointer means defaults, panics
 // are reserved for programmer errors, tests use seeded randomness. The
-// decisions are written down in DESIGN.md ("Causal attribution").
+// decisions are written down in DESIGN.md beside this file.
 //
 // Reference values in testdata/ come from independent computations
 // (numpy/statsmodels/scipy); the scripts and the versions used sit next to
