@@ -458,7 +458,8 @@ func (r *run) examineDegraded() error {
 // it and there is a baseline: a model served from one host has no peer
 // host, so a slow host shows only as the scope's change from its own
 // baseline (its queue then grows as a symptom). Its health is its window
-// tail rate scored against its baseline's.
+// tail rate scored against its baseline's; with several engines, they must
+// share its excess tail over its baseline rate (degradedHosts' rule).
 func (r *run) soleHost() (degradedHost, bool) {
 	if r.base == nil {
 		return degradedHost{}, false
@@ -492,7 +493,28 @@ func (r *run) soleHost() (degradedHost, bool) {
 	if es.health >= r.cfg.DegradedHealth {
 		return degradedHost{}, false
 	}
-	return degradedHost{es: es, engines: engines, largest: 1}, true
+	h := degradedHost{es: es, engines: engines, largest: 1}
+	if len(engines) < 2 {
+		return h, true
+	}
+	// As for a host among others: its engines must share the excess (here
+	// over the host's own baseline tail rate); one slow engine of the host
+	// is that engine's matter.
+	rate := (es.nbTail + 0.5) / (es.nb + 1)
+	var total float64
+	excess := make([]float64, 0, len(engines))
+	for _, k := range engines {
+		e := r.engines[k]
+		x := max(0, e.nwTail-e.nw*rate)
+		total += x
+		excess = append(excess, x)
+	}
+	slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
+	if total <= 0 || excess[1] < excess[0]/2 {
+		return degradedHost{}, false
+	}
+	h.largest, h.second = excess[0]/total, excess[1]/total
+	return h, true
 }
 
 // degradedHost is a host examined as one entity (examineDegraded).

@@ -251,3 +251,19 @@ func TestSweepSoleHostDegraded(t *testing.T) {
 		}
 	}
 }
+
+// One slow engine of a model served from one host is that engine's
+// matter, not the host's: the host's engines must share its excess.
+func TestSweepSoleHostOneSlowEngine(t *testing.T) {
+	res := sweepScenario(t, synthScenario{Seed: 6, Duration: time.Hour, Hosts: 1, GPUs: 4, RatePerS: 20, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 0, GPU: 1, Factor: 1.8}}},
+		SweepRequest{Window: window(30*time.Minute, time.Hour)})
+	if len(res.Breaches) == 0 || len(res.Breaches[0].Incident.Culprits) == 0 {
+		t.Fatalf("%d breaches, or no culprit", len(res.Breaches))
+	}
+	top := res.Breaches[0].Incident.Culprits[0]
+	want := engineEntity(0, 1)
+	if top.Cause != CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host {
+		t.Errorf("top culprit %s %+v, want entity.degraded on %s", top.Cause, top.Entity, want.Pod)
+	}
+}
