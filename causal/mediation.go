@@ -26,7 +26,7 @@ func (r *run) mediates(upNode, downNode string, up, down Culprit) bool {
 	if r.base == nil {
 		return false
 	}
-	key := upNode + "\x00" + downNode + "\x00" + EntityString(down.Entity)
+	key := upNode + "\x00" + EntityString(up.Entity) + "\x00" + downNode + "\x00" + EntityString(down.Entity)
 	if v, ok := r.mediated[key]; ok {
 		return v
 	}
