@@ -118,7 +118,7 @@ type openIncident struct {
 // start no earlier than the pinned baseline's end.
 type Lifecycle struct {
 	an      *Analyzer
-	db      DB
+	store   incidentStore // dbIncidents over the DB given to NewLifecycle
 	cfg     LifecycleConfig
 	log     *slog.Logger
 	open    map[string]*openIncident
@@ -161,7 +161,7 @@ func NewLifecycle(an *Analyzer, db DB, cfg LifecycleConfig) (*Lifecycle, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Lifecycle{an: an, db: db, cfg: cfg, log: an.log, open: map[string]*openIncident{}}, nil
+	return &Lifecycle{an: an, store: dbIncidents{db}, cfg: cfg, log: an.log, open: map[string]*openIncident{}}, nil
 }
 
 func lifecycleKey(slo SLO) string {
@@ -185,7 +185,7 @@ func breachKey(slo SLO, w *Where) string {
 // restarted process continues them (same ids, next versions) instead of
 // opening new ones.
 func (l *Lifecycle) Load(ctx context.Context) error {
-	recs, err := LoadIncidents(ctx, l.db, StateFiring)
+	recs, err := l.store.loadIncidents(ctx, StateFiring)
 	if err != nil {
 		return fmt.Errorf("load open incidents: %w", err)
 	}
@@ -310,7 +310,7 @@ func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Tra
 		// written: what the incident was about.
 		in := o.rec.Incident
 		rec := IncidentRecord{Incident: in, Version: o.rec.Version + 1, State: StateResolved, OpenedAt: o.rec.OpenedAt, UpdatedAt: now, ResolvedAt: now}
-		if err := WriteIncident(ctx, l.db, rec); err != nil {
+		if err := l.store.writeIncident(ctx, rec); err != nil {
 			return out, err
 		}
 		delete(l.open, key)
@@ -326,7 +326,7 @@ func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now tim
 	o := l.open[key]
 	if o == nil {
 		rec := IncidentRecord{Incident: an.Incident, Version: 1, State: StateFiring, OpenedAt: now, UpdatedAt: now}
-		if err := WriteIncident(ctx, l.db, rec); err != nil {
+		if err := l.store.writeIncident(ctx, rec); err != nil {
 			return tr, err
 		}
 		o = &openIncident{rec: rec, last: an.Incident}
@@ -357,7 +357,7 @@ func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now tim
 		return tr, nil
 	}
 	rec := IncidentRecord{Incident: an.Incident, Version: o.rec.Version + 1, State: StateFiring, OpenedAt: o.rec.OpenedAt, UpdatedAt: now}
-	if err := WriteIncident(ctx, l.db, rec); err != nil {
+	if err := l.store.writeIncident(ctx, rec); err != nil {
 		return tr, err
 	}
 	l.log.Info("incident updated", "incident", rec.Incident.IncidentID, "version", rec.Version, "top", top, "was", TopCulprit(o.rec.Incident))
