@@ -500,21 +500,41 @@ func (r *run) soleHost() (degradedHost, bool) {
 	// As for a host among others: its engines must share the excess (here
 	// over the host's own baseline tail rate); one slow engine of the host
 	// is that engine's matter.
-	rate := (es.nbTail + 0.5) / (es.nb + 1)
-	var total float64
-	excess := make([]float64, 0, len(engines))
-	for _, k := range engines {
-		e := r.engines[k]
-		x := max(0, e.nwTail-e.nw*rate)
-		total += x
-		excess = append(excess, x)
-	}
-	slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
-	if total <= 0 || excess[1] < excess[0]/2 {
+	var ok bool
+	if h.largest, h.second, ok = sharedExcess(r.engineExcess(engines, (es.nbTail+0.5)/(es.nb+1))); !ok {
 		return degradedHost{}, false
 	}
-	h.largest, h.second = excess[0]/total, excess[1]/total
 	return h, true
+}
+
+// engineExcess is each engine's window tail beyond rate × its requests
+// (at least 0).
+func (r *run) engineExcess(engines []string, rate float64) []float64 {
+	out := make([]float64, 0, len(engines))
+	for _, k := range engines {
+		e := r.engines[k]
+		out = append(out, max(0, e.nwTail-e.nw*rate))
+	}
+	return out
+}
+
+// sharedExcess reports whether an excess is shared: at least two parts,
+// the second largest at least half the largest; largest and second are
+// their shares of the total.
+func sharedExcess(excess []float64) (largest, second float64, ok bool) {
+	if len(excess) < 2 {
+		return 0, 0, false
+	}
+	excess = slices.Clone(excess)
+	slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
+	var total float64
+	for _, x := range excess {
+		total += x
+	}
+	if total <= 0 || excess[1] < excess[0]/2 {
+		return 0, 0, false
+	}
+	return excess[0] / total, excess[1] / total, true
 }
 
 // degradedHost is a host examined as one entity (examineDegraded).
@@ -552,20 +572,11 @@ func (r *run) degradedHosts() []degradedHost {
 		if len(engines) < 2 || otherN == 0 {
 			continue
 		}
-		rate := otherTail / otherN
-		var total float64
-		excess := make([]float64, 0, len(engines))
-		for _, k := range engines {
-			e := r.engines[k]
-			x := max(0, e.nwTail-e.nw*rate)
-			total += x
-			excess = append(excess, x)
-		}
-		slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
-		if total <= 0 || excess[1] < excess[0]/2 {
+		largest, second, ok := sharedExcess(r.engineExcess(engines, otherTail/otherN))
+		if !ok {
 			continue
 		}
-		out = append(out, degradedHost{es: es, engines: engines, largest: excess[0] / total, second: excess[1] / total})
+		out = append(out, degradedHost{es: es, engines: engines, largest: largest, second: second})
 	}
 	return out
 }

@@ -1,11 +1,9 @@
 package causal
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -778,8 +776,8 @@ func sharedOnHost(h *screened, all []*screened) bool {
 		}
 		excess = append(excess, math.Max(0, k-n*rate))
 	}
-	slices.SortFunc(excess, func(a, b float64) int { return cmp.Compare(b, a) })
-	return excess[0] > 0 && excess[1] >= excess[0]/2
+	_, _, ok := sharedExcess(excess)
+	return ok
 }
 
 // betaBinomialSF is P(X ≥ k) for X ~ BetaBinomial(n, α, β).
