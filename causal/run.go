@@ -493,11 +493,15 @@ func (r *run) result() *Analysis {
 }
 
 // focusCulprits puts the culprits acting on the breached entity first
-// (stable); the others follow. Ranks are renumbered.
+// (stable); the others follow. A culprit acting on the whole scope acts
+// on the entity too: it keeps its place among them when it explains more
+// of the tail than any culprit of the entity alone (scopeWideFirst). Ranks
+// are renumbered.
 func focusCulprits(cs []Culprit, e Entity) []Culprit {
+	wide := scopeWideFirst(cs, e)
 	var on, off []Culprit
 	for _, c := range cs {
-		if overlapsEntity(c.Entity, e) {
+		if overlapsEntity(c.Entity, e) || wide && scopeWide(c.Entity) {
 			on = append(on, c)
 		} else {
 			off = append(off, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -226,7 +227,14 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 				}
 				continue
 			}
-			if cs := an.Incident.Culprits; len(cs) == 0 || !overlapsEntity(cs[0].Entity, w.Entity) {
+			if deferred && i == 0 && scopeWideFirst(an.Incident.Culprits, w.Entity) {
+				// The entity carries most of the scope's tail, but a cause
+				// acting on the whole scope explains more of it than any
+				// acting on the entity alone: the scope's breach.
+				scopeBreach()
+				continue
+			}
+			if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, w.Entity) }) {
 				if deferred && i == 0 {
 					// The entity carries most of the scope's tail, but what
 					// acts on it acts on the whole scope: the scope's breach.
@@ -329,6 +337,28 @@ func uncovered(es []*screened, cs []Culprit) []*screened {
 	}
 	return out
 }
+
+// scopeWideFirst reports whether a culprit acting on the whole scope (no
+// host, engine, pod or GPU) has a larger attributable fraction than every
+// culprit acting on the breached entity b: the focus put the entity's
+// culprits first, but the scope-wide one explains more of the tail.
+func scopeWideFirst(cs []Culprit, b Entity) bool {
+	var on, wide float64
+	for _, c := range cs {
+		e := c.Entity
+		switch {
+		case overlapsEntity(e, b):
+			on = math.Max(on, c.AttributableFraction)
+		case scopeWide(e):
+			wide = math.Max(wide, c.AttributableFraction)
+		}
+	}
+	return wide > on
+}
+
+// scopeWide reports whether a culprit's entity is its whole scope (no
+// host, engine, pod or GPU).
+func scopeWide(e Entity) bool { return e.Host == "" && e.Pod == "" && e.GPU == "" && e.Engine == "" }
 
 // overlapsEntity reports whether a culprit's entity acts on the breached
 // entity b (an engine or a host).

@@ -56,6 +56,12 @@ type synthScenario struct {
 	// writes a request that ran on several GPUs (see insertGPUSamples).
 	TP        bool
 	TPHost    int
+	// TPAllGPUs makes a thermal fault on the tensor-parallel engine show
+	// in the samples of all its GPUs (the host's cooling); IdleGPUs adds
+	// that many GPUs serving nothing to its host. With IdleGPUs every GPU
+	// also reports gpu_util (0.9 busy, 0 idle).
+	TPAllGPUs bool
+	IdleGPUs  int
 	FaultFrom time.Duration // offset from Start
 	FaultTo   time.Duration // 0: until the end
 	Faults    []synthFault
@@ -426,18 +432,37 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 	if err != nil {
 		return err
 	}
+	gpus := tpGPUs(s.TPHost)
+	for i := 0; i < s.IdleGPUs; i++ {
+		gpus = append(gpus, gpuName(s.TPHost, 11+i))
+	}
 	for off := time.Duration(0); off < s.Duration; off += 10 * time.Second {
 		at := s.Start.Add(off)
-		for k, gpu := range tpGPUs(s.TPHost) {
+		for k, gpu := range gpus {
+			busy := k < len(tpGPUs(s.TPHost))
+			pod := ""
+			if busy {
+				pod = podName(s.TPHost, 0)
+			}
 			v := 0.0
 			for _, f := range s.Faults {
-				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && k == 0 && s.active(f, off) {
+				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && (k == 0 || s.TPAllGPUs && busy) && s.active(f, off) {
 					v = 0x20
 				}
 			}
-			if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), podName(s.TPHost, 0), "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
+			if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
 				_ = batch.Abort()
 				return err
+			}
+			if s.IdleGPUs > 0 {
+				u := 0.0
+				if busy {
+					u = 0.9
+				}
+				if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "gpu_util", uint64(at.UnixNano()), at.Truncate(time.Second), u); err != nil {
+					_ = batch.Abort()
+					return err
+				}
 			}
 		}
 	}

@@ -7,6 +7,14 @@ import (
 	"strings"
 )
 
+// gpuUtilMetric is the gpu_samples metric of a GPU's utilization (0–1),
+// as enrich writes it; busyGPUUtil is the window mean from which a GPU
+// counts as serving.
+const (
+	gpuUtilMetric = "gpu_util"
+	busyGPUUtil   = 0.05
+)
+
 // gpuScore is one GPU's mean sample score in the window and the baseline.
 type gpuScore struct {
 	gpu         string
@@ -112,8 +120,9 @@ func samplePrune(ivs ...Interval) string {
 // GPUs it was split over, or, for a cause left on the scope, the host that
 // carries LocalizeShare of its affected tail. The GPU samples of every GPU
 // (any scope: the host's other GPUs may serve other models) say whether
-// the cause is the host's: at least two of the host's GPUs, and at least
-// half of them, show a rise of the cause's sample score of at least half
+// the cause is the host's: at least two of the host's busy GPUs (an idle
+// one shows no throttling, heat or traffic whatever its host suffers), and
+// at least half of them, show a rise of the cause's sample score of at least half
 // the most affected GPU's rise, above the rise typical of other hosts'
 // GPUs. The culprit then names the host (and the scope's model); its
 // split per-GPU culprits are dropped.
@@ -146,23 +155,40 @@ func (r *run) hostWideGPU(c *causeRun) error {
 		return nil
 	}
 	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
-	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
+	// Each GPU's utilization in the window too: a GPU that serves nothing
+	// shows no throttling, heat or traffic whatever its host suffers, so
+	// only busy GPUs are counted (every GPU when none reports utilization).
+	isCause := fmt.Sprintf("metric IN (%s) AND isFinite(%s)", metrics, score)
+	util := fmt.Sprintf("metric = %s AND %s", QuoteString(gpuUtilMetric), winCond)
+	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[7]s AND %[2]s)), toFloat64(avgIf(%[1]s, %[7]s AND %[3]s)), toFloat64(countIf(%[7]s AND %[2]s)), toFloat64(countIf(%[7]s AND %[3]s)),
+    toFloat64(avgIf(value, %[8]s)), toFloat64(countIf(%[8]s))
 FROM %[4]s FINAL
-WHERE metric IN (%[5]s) AND %[6]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s) AND gpu != ''
-GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune)
+WHERE metric IN (%[5]s, %[9]s) AND %[6]s AND (%[2]s OR %[3]s) AND gpu != ''
+GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune, isCause, util, QuoteString(gpuUtilMetric))
 	type hg struct {
 		host string
 		gpuScore
+		util, nUtil float64
+	}
+	var rows []hg
+	anyUtil := false
+	err := r.query("host gpu samples", q, func(rs Rows) error {
+		var g hg
+		if err := rs.Scan(&g.host, &g.gpu, &g.win, &g.base, &g.nWin, &g.nBase, &g.util, &g.nUtil); err != nil {
+			return err
+		}
+		anyUtil = anyUtil || g.nUtil > 0
+		rows = append(rows, g)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var mine []hg
 	var others []float64
-	err := r.query("host gpu samples", q, func(rows Rows) error {
-		var g hg
-		if err := rows.Scan(&g.host, &g.gpu, &g.win, &g.base, &g.nWin, &g.nBase); err != nil {
-			return err
-		}
-		if g.nWin == 0 {
-			return nil
+	for _, g := range rows {
+		if g.nWin == 0 || anyUtil && !(g.nUtil > 0 && g.util >= busyGPUUtil) {
+			continue
 		}
 		g.rise = g.win
 		if g.nBase > 0 {
@@ -173,10 +199,6 @@ GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r
 		} else {
 			others = append(others, g.rise)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	if len(mine) < 2 {
 		return nil

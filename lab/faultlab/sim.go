@@ -939,7 +939,10 @@ func (s *sim) recomputeMods() {
 		case "engine.prefill_interference":
 			for _, e := range t.engines {
 				e.budgetMul *= 1 + m
-				e.steerLong = true
+				// One engine given the model's long prompts; a model-wide
+				// fault keeps the router's spread (steering them all to
+				// the first engine would make it that engine's fault).
+				e.steerLong = e.steerLong || len(t.engines) == 1
 			}
 		case "gpu.thermal_throttle":
 			for _, g := range t.gpus {
