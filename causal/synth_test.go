@@ -54,8 +54,8 @@ type synthScenario struct {
 	// TPHost, when ≥ 0 with TP set, makes engine 0 of that host tensor
 	// parallel: its rows carry no single GPU (gpu ""), as the enricher
 	// writes a request that ran on several GPUs (see insertGPUSamples).
-	TP        bool
-	TPHost    int
+	TP     bool
+	TPHost int
 	// TPAllGPUs makes a thermal fault on the tensor-parallel engine show
 	// in the samples of all its GPUs (the host's cooling); IdleGPUs adds
 	// that many GPUs serving nothing to its host. With IdleGPUs every GPU
