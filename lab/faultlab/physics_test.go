@@ -81,6 +81,31 @@ func TestPhysicsKVFullPreempts(t *testing.T) {
 	}
 }
 
+// A KV fault that leaves less cache than a long prompt needs: the engine
+// refuses those prompts (failed spans) and keeps serving the others. It used
+// to prefill a chunk of the long prompt, preempt it and start again for
+// ever, and no request finished until the fault ended.
+func TestPhysicsKVShrunkBelowAPromptKeepsServing(t *testing.T) {
+	cfg := scenarioConfig(t, "kv_cache_preemption", propRun, 1)
+	cfg.Scenario.Faults[0].Magnitude = 0.99
+	c, tr := runCapture(t, cfg)
+	pod := tr.Faults[0].Entity.Pod
+	finished, refused := 0, 0
+	for _, r := range c.window(pod, propOff-2*time.Minute, propOff) {
+		if !r.failed {
+			finished++
+		}
+	}
+	for _, r := range c.window(pod, propOn, propOff) {
+		if r.failed {
+			refused++
+		}
+	}
+	if finished < 20 || refused == 0 {
+		t.Fatalf("%s: %d requests finished in the fault's last two minutes, %d refused during it; want ≥ 20 and some", pod, finished, refused)
+	}
+}
+
 // The KV cache never hands out more blocks than it has, preempted requests
 // run again and finish, and every block comes back: checked after every
 // event of a small overloaded engine with a shrunken cache.

@@ -681,6 +681,14 @@ func (s *sim) admitWaiting(e *engine, batch []*request, budget int32) []*request
 	for e.waiting.len() > 0 && budget > 0 && len(e.running) < e.maxSeqs {
 		r := e.waiting.front()
 		nt := r.numTokens()
+		if int((nt+blockTokens-1)/blockTokens) > e.kv.total {
+			// Longer than the whole cache (shrunk by a KV fault): it could
+			// only prefill a chunk, preempt itself and start again for
+			// ever. vLLM refuses a prompt its cache cannot hold.
+			e.waiting.popFront()
+			s.finish(r, finishAbort, true)
+			continue
+		}
 		hit := 0
 		if !e.kv.disabled && !(e.missProb > 0 && e.rng.Float64() < e.missProb) {
 			hit = e.kv.lookup(r.keys)
