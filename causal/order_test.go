@@ -173,3 +173,63 @@ func TestPeerDemand(t *testing.T) {
 		}
 	}
 }
+
+// scopeWideFirst and focusCulprits: a scope-wide mechanism passes the
+// focused entity's culprits when it explains more than an entity.degraded
+// there, or credibly more (its interval's lower end) than a measured
+// mechanism there; a symptom there is no rival.
+func TestFocusScopeWideFirst(t *testing.T) {
+	pod := Entity{Host: "h1", Engine: "0", Pod: "p1", Model: "m"}
+	scope := Entity{Model: "m"}
+	af := func(v, lo float64) CauseEstimate {
+		return CauseEstimate{Attributed: Fraction{Value: v, CI: [2]float64{lo, 2*v - lo}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		onCause   Cause
+		onAF      float64
+		onSymptom bool
+		wideAF    float64
+		wideLow   float64
+		want      bool
+	}{
+		{"larger than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.74, 0.55, true},
+		{"smaller than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.50, 0.40, false},
+		{"near-equal to a measured mechanism", CauseKVPreemption, 0.080, false, 0.084, 0.071, false},
+		{"credibly above a measured mechanism", CauseKVPreemption, 0.20, false, 0.60, 0.45, true},
+		{"only a symptom on the entity", CauseQueueSaturation, 0.40, true, 0.30, 0.20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := []Culprit{
+				{Rank: 1, Cause: tc.onCause, Entity: pod, AttributableFraction: tc.onAF},
+				{Rank: 2, Cause: CausePrefixMiss, Entity: scope, AttributableFraction: tc.wideAF},
+				{Rank: 3, Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, AttributableFraction: 0.9},
+			}
+			cands := []Candidate{
+				{Cause: tc.onCause, Entity: pod, Culprit: true, Symptom: tc.onSymptom, Estimate: af(tc.onAF, tc.onAF/2)},
+				{Cause: CausePrefixMiss, Entity: scope, Culprit: true, Estimate: af(tc.wideAF, tc.wideLow)},
+				{Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, Culprit: true, Estimate: af(0.9, 0.8)},
+			}
+			if got := scopeWideFirst(cs, cands, pod); got != tc.want {
+				t.Fatalf("scopeWideFirst %v, want %v", got, tc.want)
+			}
+			// The focus keeps the order of the entity's and the scope's
+			// culprits when the scope-wide one comes first, and a culprit of
+			// another entity (the GPU on h2) goes after them.
+			in := []Culprit{cs[2], cs[1], cs[0]}
+			got := focusCulprits(append([]Culprit(nil), in...), cands, pod)
+			if tc.want && got[len(got)-1].Cause != CauseThermalThrottle {
+				t.Errorf("order %v: the other entity's culprit not last", got)
+			}
+			first := got[0].Cause
+			if tc.want && first != CausePrefixMiss || !tc.want && first != tc.onCause {
+				t.Errorf("order %v: first %s", got, first)
+			}
+			for i, c := range got {
+				if c.Rank != i+1 {
+					t.Errorf("rank %d at %d", c.Rank, i)
+				}
+			}
+		})
+	}
+}

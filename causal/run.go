@@ -464,7 +464,7 @@ func (r *run) result() *Analysis {
 		cs = orderByMechanism(r.a.dag, cs, an.Candidates, r.mediates)
 		an.Queries, an.QueryTime, an.Notes = r.queries, r.qtime, r.notes
 		if f := r.req.Focus; f != nil {
-			cs = focusCulprits(cs, f.Entity)
+			cs = focusCulprits(cs, an.Candidates, f.Entity)
 		}
 		if len(cs) > r.cfg.MaxCulprits {
 			for i := r.cfg.MaxCulprits; i < len(cs); i++ {
@@ -494,11 +494,12 @@ func (r *run) result() *Analysis {
 
 // focusCulprits puts the culprits acting on the breached entity first
 // (stable); the others follow. A culprit acting on the whole scope acts
-// on the entity too: it keeps its place among them when it explains more
-// of the tail than any culprit of the entity alone (scopeWideFirst). Ranks
+// on the entity too: it keeps its place among them when it explains
+// credibly more of the tail than any culprit of the entity alone
+// (scopeWideFirst). Ranks
 // are renumbered.
-func focusCulprits(cs []Culprit, e Entity) []Culprit {
-	wide := scopeWideFirst(cs, e)
+func focusCulprits(cs []Culprit, cands []Candidate, e Entity) []Culprit {
+	wide := scopeWideFirst(cs, cands, e)
 	var on, off []Culprit
 	for _, c := range cs {
 		if overlapsEntity(c.Entity, e) || wide && scopeWide(c.Entity) {

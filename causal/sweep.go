@@ -227,7 +227,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 				}
 				continue
 			}
-			if deferred && i == 0 && scopeWideFirst(an.Incident.Culprits, w.Entity) {
+			if deferred && i == 0 && scopeWideFirst(an.Incident.Culprits, an.Candidates, w.Entity) {
 				// The entity carries most of the scope's tail, but a cause
 				// acting on the whole scope explains more of it than any
 				// acting on the entity alone: the scope's breach.
@@ -339,21 +339,38 @@ func uncovered(es []*screened, cs []Culprit) []*screened {
 }
 
 // scopeWideFirst reports whether a culprit acting on the whole scope (no
-// host, engine, pod or GPU) has a larger attributable fraction than every
-// culprit acting on the breached entity b: the focus put the entity's
-// culprits first, but the scope-wide one explains more of the tail.
-func scopeWideFirst(cs []Culprit, b Entity) bool {
-	var on, wide float64
+// host, engine, pod or GPU) explains more of the tail than the culprits
+// acting on the breached entity b, which the focus put first: more than an
+// entity.degraded there (slow with no measured mechanism, while a measured
+// one explains more), and credibly more than a measured mechanism there
+// (the lower end of its attributable fraction's interval above that
+// mechanism's fraction: two near-equal fractions are no reason to pass
+// over the entity's own). A symptom on the entity (a queue its slower
+// service built) is no rival.
+func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
+	cand := func(c Culprit) (Candidate, bool) {
+		for _, k := range cands {
+			if k.Culprit && k.Cause == c.Cause && k.Entity == c.Entity {
+				return k, true
+			}
+		}
+		return Candidate{}, false
+	}
+	var degraded, mech, wide, wideLow float64
 	for _, c := range cs {
-		e := c.Entity
+		k, ok := cand(c)
 		switch {
-		case overlapsEntity(e, b):
-			on = math.Max(on, c.AttributableFraction)
-		case scopeWide(e):
+		case !ok:
+		case overlapsEntity(c.Entity, b) && c.Cause == CauseEntityDegraded:
+			degraded = math.Max(degraded, c.AttributableFraction)
+		case overlapsEntity(c.Entity, b) && !k.Symptom:
+			mech = math.Max(mech, c.AttributableFraction)
+		case scopeWide(c.Entity) && !k.Symptom:
 			wide = math.Max(wide, c.AttributableFraction)
+			wideLow = math.Max(wideLow, k.Estimate.Attributed.CI[0])
 		}
 	}
-	return wide > on
+	return wide > degraded && wideLow > mech
 }
 
 // scopeWide reports whether a culprit's entity is its whole scope (no
