@@ -89,18 +89,19 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 				row.EnginePromptTPS, row.EngineTPSAgeMs = sum/cov, age
 			}
 		}
-		// The workload mix: tokens per finished request on the engine while
-		// the request ran (vllm:request_success_total), every counter
-		// apportioned by overlap (series.overlap).
+		// The workload mix: tokens per finished request on the engine over
+		// the scrape intervals the request ran through
+		// (vllm:request_success_total), whole deltas (series.deltas), at
+		// least one finished request.
 		if done := m[normalize.MetricRequestSuccess]; done != nil {
-			if n, _, _, ok := done.overlap(a, b); ok && n > 0 {
+			if n, ok := done.deltas(a, b); ok && n >= 1 {
 				if s := m[normalize.MetricPromptTokens]; s != nil {
-					if sum, _, _, ok := s.overlap(a, b); ok {
+					if sum, ok := s.deltas(a, b); ok {
 						row.EngineMeanPromptTokens = sum / n
 					}
 				}
 				if s := m[normalize.MetricGenerationTokens]; s != nil {
-					if sum, _, _, ok := s.overlap(a, b); ok {
+					if sum, ok := s.deltas(a, b); ok {
 						row.EngineMeanOutputTokens = sum / n
 					}
 				}

@@ -111,9 +111,9 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 	near(t, "preemptions_age_ms", r.PreemptAgeMs, 0)
 	// Prefix: hits 0.8·100 + 0.5·500 over queries 0.8·1000 + 0.5·1000.
 	near(t, "prefix_hit_ratio", r.PrefixHitRatio, 330.0/1300.0)
-	// Mix: (0.8·20000 + 0.5·10000) prompt tokens over (0.8·20 + 0.5·10)
-	// finished requests.
-	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 21000.0/21)
+	// Mix: the whole intervals' (20000 + 10000) prompt tokens over their
+	// (20 + 10) finished requests.
+	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 30000.0/30)
 	// The rate over the 13 s lifetime.
 	near(t, "engine_prompt_tps", r.EnginePromptTPS, 21000.0/13)
 	near(t, "engine_mean_output_tokens (no generation counter)", r.EngineMeanOutputTokens, math.NaN())
@@ -454,6 +454,40 @@ func TestJoinCounterDeltasApportionedByOverlap(t *testing.T) {
 	if r.PreemptionsDuring < 0 || r.PreemptionsDuring > 1e-6 {
 		t.Errorf("point: preemptions_during = %v, want ~0", r.PreemptionsDuring)
 	}
+}
+
+// TestJoinMixOverWholeIntervals: the workload mix is a ratio of whole
+// interval deltas. A request that runs through an interval where long
+// prompts were prefilled and nothing finished, and 1 s into the next one
+// where requests finished, gets the tokens per finished request of the
+// two intervals (5200), not most of the first's 50000 tokens over a tenth
+// of the second's finishes (apportioned by overlap: 45200 per request).
+// With no request finished in its intervals the mix is unknown.
+func TestJoinMixOverWholeIntervals(t *testing.T) {
+	j := newJoiner(t)
+	b := base()
+	var ss []normalize.Sample
+	for i, v := range []struct{ done, prompt, gen float64 }{{100, 0, 0}, {100, 50000, 400}, {110, 52000, 2400}, {110, 60000, 2600}} {
+		ts := b + uint64(i)*10*sec
+		ss = append(ss,
+			engineSample(normalize.MetricRequestSuccess, normalize.Cumulative, ts, v.done),
+			engineSample(normalize.MetricPromptTokens, normalize.Cumulative, ts, v.prompt),
+			engineSample(normalize.MetricGenerationTokens, normalize.Cumulative, ts, v.gen),
+		)
+	}
+	j.AddSamples(ss)
+	straddle := request("straddle", b+1*sec, b+11*sec)
+	idle := request("idle", b+21*sec, b+29*sec)
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{straddle, idle}}, Ref{0, 1})
+	rows := map[string]Row{}
+	for _, o := range j.Emit(true) {
+		rows[o.Row.UID] = o.Row
+	}
+	r := rows["straddle"]
+	near(t, "engine_mean_prompt_tokens", r.EngineMeanPromptTokens, 52000.0/10)
+	near(t, "engine_mean_output_tokens", r.EngineMeanOutputTokens, 2400.0/10)
+	r = rows["idle"]
+	near(t, "engine_mean_prompt_tokens (no request finished)", r.EngineMeanPromptTokens, math.NaN())
 }
 
 // TestJoinEvictsIdleHosts: a flood of made-up host names fills the join

@@ -127,6 +127,29 @@ func (s *series) overlap(a, b uint64) (sum, coveredS, ageMs float64, ok bool) {
 	return sum, float64(covered) / 1e9, ageMs, true
 }
 
+// deltas sums the whole deltas of the intervals (t[k-1], t[k]] that
+// overlap the lifetime [a, b] (b <= a counts as 1 ns, as in overlap). A
+// ratio of two counters over the same intervals is then a ratio of real
+// counts: apportioned (overlap), an interval in which no request finished
+// but prompts were prefilled gives its whole numerator to a denominator of
+// a neighbour's sliver, and tokens per finished request reached millions.
+func (s *series) deltas(a, b uint64) (sum float64, ok bool) {
+	if b <= a {
+		b = a + 1
+	}
+	for k := sort.Search(len(s.t), func(i int) bool { return s.t[i] > a }); k < len(s.t); k++ {
+		if k == 0 {
+			continue
+		}
+		if s.t[k-1] >= b {
+			break
+		}
+		sum += s.v[k]
+		ok = true
+	}
+	return sum, ok
+}
+
 // max returns the largest value over the whole retained series.
 func (s *series) max() float64 {
 	m := math.NaN()
