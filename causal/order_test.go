@@ -176,8 +176,7 @@ func TestPeerDemand(t *testing.T) {
 
 // scopeWideFirst and focusCulprits: a scope-wide mechanism passes the
 // focused entity's culprits when it explains more than an entity.degraded
-// there, or credibly more (its interval's lower end) than a measured
-// mechanism there; a symptom there is no rival.
+// there and no measured mechanism acts there; a symptom there is no rival.
 func TestFocusScopeWideFirst(t *testing.T) {
 	pod := Entity{Host: "h1", Engine: "0", Pod: "p1", Model: "m"}
 	scope := Entity{Model: "m"}
@@ -196,7 +195,7 @@ func TestFocusScopeWideFirst(t *testing.T) {
 		{"larger than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.74, 0.55, true},
 		{"smaller than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.50, 0.40, false},
 		{"near-equal to a measured mechanism", CauseKVPreemption, 0.080, false, 0.084, 0.071, false},
-		{"credibly above a measured mechanism", CauseKVPreemption, 0.20, false, 0.60, 0.45, true},
+		{"far above a measured mechanism", CausePCIeContention, 0.20, false, 0.35, 0.25, false},
 		{"only a symptom on the entity", CauseQueueSaturation, 0.40, true, 0.30, 0.20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

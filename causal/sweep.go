@@ -338,15 +338,16 @@ func uncovered(es []*screened, cs []Culprit) []*screened {
 	return out
 }
 
-// scopeWideFirst reports whether a culprit acting on the whole scope (no
-// host, engine, pod or GPU) explains more of the tail than the culprits
-// acting on the breached entity b, which the focus put first: more than an
-// entity.degraded there (slow with no measured mechanism, while a measured
-// one explains more), and credibly more than a measured mechanism there
-// (the lower end of its attributable fraction's interval above that
-// mechanism's fraction: two near-equal fractions are no reason to pass
-// over the entity's own). A symptom on the entity (a queue its slower
-// service built) is no rival.
+// scopeWideFirst reports whether a measured mechanism acting on the whole
+// scope (no host, engine, pod or GPU) should keep its attributable-fraction
+// rank ahead of the culprits the focus puts first, those acting on the
+// breached entity b: when no measured mechanism acts on b (only an
+// entity.degraded — slow, with nothing measured explaining it — or a
+// symptom such as the queue its slower service built) and the scope-wide
+// one explains more of the tail than that entity.degraded. A measured
+// mechanism on the entity keeps the focus: a scope-wide mechanism's
+// larger fraction there is often the entity's own fault seen through a
+// mediator (a PCIe-starved host's engine prefilling in bursts).
 func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 	cand := func(c Culprit) (Candidate, bool) {
 		for _, k := range cands {
@@ -356,21 +357,20 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		}
 		return Candidate{}, false
 	}
-	var degraded, mech, wide, wideLow float64
+	var degraded, wide float64
 	for _, c := range cs {
 		k, ok := cand(c)
 		switch {
-		case !ok:
+		case !ok || k.Symptom:
 		case overlapsEntity(c.Entity, b) && c.Cause == CauseEntityDegraded:
 			degraded = math.Max(degraded, c.AttributableFraction)
-		case overlapsEntity(c.Entity, b) && !k.Symptom:
-			mech = math.Max(mech, c.AttributableFraction)
-		case scopeWide(c.Entity) && !k.Symptom:
+		case overlapsEntity(c.Entity, b):
+			return false
+		case scopeWide(c.Entity) && c.Cause != CauseEntityDegraded:
 			wide = math.Max(wide, c.AttributableFraction)
-			wideLow = math.Max(wideLow, k.Estimate.Attributed.CI[0])
 		}
 	}
-	return wide > degraded && wideLow > mech
+	return wide > degraded
 }
 
 // scopeWide reports whether a culprit's entity is its whole scope (no
