@@ -121,11 +121,7 @@ func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
 }
 
 func (p *Pipeline) decodeMetrics(b []byte) (normalize.Batch, error) {
-	md, err := normalize.DecodeMetrics(b, normalize.Encoding(p.cfg.Encoding))
-	if err != nil {
-		return normalize.Batch{}, err
-	}
-	return normalize.Metrics(md), nil
+	return normalize.MetricsRecord(b, normalize.Encoding(p.cfg.Encoding))
 }
 
 // runSpans is the join path: span consumer group, broadcast metric readers,
