@@ -120,10 +120,6 @@ func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
 	return normalize.Traces(td), nil
 }
 
-func (p *Pipeline) decodeMetrics(b []byte) (normalize.Batch, error) {
-	return normalize.MetricsRecord(b, normalize.Encoding(p.cfg.Encoding))
-}
-
 // runSpans is the join path: span consumer group, broadcast metric readers,
 // the join, the ClickHouse sink and the committer.
 func (p *Pipeline) runSpans(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,7 @@ const maxSampleMsgs = 5000
 // until ctx ends.
 func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
 	counters := normalize.NewCounters(p.cfg.Join.MaxCounterSeries)
+	var dec normalize.MetricsDecoder
 	for {
 		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
@@ -86,7 +88,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 				break
 			}
 			sb.msgs = append(sb.msgs, m)
-			p.sampleRows(&sb, m, bounds, counters)
+			p.sampleRows(&sb, m, bounds, counters, &dec)
 		}
 		cancel()
 		if ctx.Err() != nil {
@@ -104,10 +106,10 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 }
 
 // sampleRows decodes one metric record into sb's rows.
-func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, counters *normalize.Counters) {
+func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, counters *normalize.Counters, dec *normalize.MetricsDecoder) {
 	p.C.SampleRecords.Add(1)
 	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-	b, err := p.decodeMetrics(m.Value)
+	b, err := dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
 	if err != nil {
 		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
 		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))
@@ -144,19 +146,25 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 
 // writeSamples writes a batch's samples, then the dead letters and
 // rejected_input rows of what was refused on the way (see sink). The only
-// error is ctx's end.
+// error is ctx's end. The two tables' blocks are sent concurrently: a batch
+// ends when one table has Config.BatchRows rows, so the other's block is
+// smaller and its insert's fixed cost would otherwise add to every batch.
 func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sampleBatch) error {
-	refused, err := p.insertRows(ctx, gpuSamplesTable, sb.gpuRows)
-	if err != nil {
+	var gpuRefused []refusal
+	var gpuErr error
+	gpuDone := make(chan struct{})
+	go func() {
+		defer close(gpuDone)
+		gpuRefused, gpuErr = p.insertRows(ctx, gpuSamplesTable, sb.gpuRows)
+	}()
+	engRefused, engErr := p.insertRows(ctx, engineSamplesTable, sb.engRows)
+	<-gpuDone
+	if err := cmp.Or(gpuErr, engErr); err != nil {
 		return err
 	}
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, refused)
-	written := len(sb.gpuRows) - len(refused)
-	if refused, err = p.insertRows(ctx, engineSamplesTable, sb.engRows); err != nil {
-		return err
-	}
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, refused)
-	written += len(sb.engRows) - len(refused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, gpuRefused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, engRefused)
+	written := len(sb.gpuRows) - len(gpuRefused) + len(sb.engRows) - len(engRefused)
 	if err := p.writeDeadLetters(ctx, dlq, sb.dlqRecs); err != nil {
 		return err
 	}

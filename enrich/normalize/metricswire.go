@@ -87,7 +87,8 @@ func (w *wireMsg) fixed64() (uint64, bool) {
 
 // interner turns the names and label values of one payload into strings,
 // one copy per distinct value: a scrape repeats its few hosts, pods, models
-// and metric names on every point.
+// and metric names on every point. It is cleared for each payload, so
+// that it holds no more than one payload's strings.
 type interner struct {
 	m map[string]string
 }
@@ -100,7 +101,7 @@ func (in *interner) str(b []byte) string {
 	}
 	s := string(b)
 	if in.m == nil {
-		in.m = make(map[string]string, 16)
+		in.m = make(map[string]string, 64)
 	}
 	if len(in.m) < maxInterned {
 		in.m[s] = s
@@ -181,12 +182,36 @@ func checkScope(b []byte) bool {
 	return true
 }
 
-// wireMetrics is the fast path's state for one payload.
+// MetricsDecoder normalizes metric records, reusing its scratch space
+// from one record to the next. The zero value is ready; it is not safe for
+// concurrent use.
+type MetricsDecoder struct {
+	wm wireMetrics
+}
+
+// wireMetrics is the fast path's state.
 type wireMetrics struct {
 	n      metricNormalizer
 	in     interner
-	scopes [][]byte // reused per resource
-	attrs  []wireKV // reused per point
+	scopes [][]byte // per resource
+	attrs  []wireKV // per point
+}
+
+// Record normalizes one Kafka record value holding an
+// ExportMetricsServiceRequest: from the wire when the payload has the
+// shape MetricsProto takes, else through pdata (DecodeMetrics, Metrics).
+// Errors are DecodeMetrics's. The Batch does not alias b or d.
+func (d *MetricsDecoder) Record(b []byte, enc Encoding) (Batch, error) {
+	if enc == "" || enc == EncodingProto {
+		if out, ok := d.wm.decode(b); ok {
+			return out, nil
+		}
+	}
+	md, err := DecodeMetrics(b, enc)
+	if err != nil {
+		return Batch{}, err
+	}
+	return Metrics(md), nil
 }
 
 // MetricsProto normalizes an otlp_proto ExportMetricsServiceRequest as
@@ -195,9 +220,15 @@ type wireMetrics struct {
 // (see above): then the caller must use pdata. The Batch does not alias b.
 func MetricsProto(b []byte) (out Batch, ok bool) {
 	var wm wireMetrics
-	// A scraped point with its labels takes ~100-200 bytes of the payload;
+	return wm.decode(b)
+}
+
+func (wm *wireMetrics) decode(b []byte) (Batch, bool) {
+	wm.n = metricNormalizer{}
+	clear(wm.in.m)
+	// A scraped point with its labels takes ~60-200 bytes of the payload;
 	// append grows it past this guess.
-	wm.n.out.Samples = make([]Sample, 0, len(b)/128)
+	wm.n.out.Samples = make([]Sample, 0, len(b)/64)
 	w := wireMsg{b: b}
 	for w.more() {
 		num, wt, ok := w.tag()
@@ -543,18 +574,8 @@ func (wm *wireMetrics) addSample(spec metricSpec, useStart bool, name string, p 
 	wm.n.out.Samples = append(wm.n.out.Samples, s)
 }
 
-// MetricsRecord normalizes one Kafka record value holding an
-// ExportMetricsServiceRequest: from the wire when MetricsProto takes it,
-// else through pdata (DecodeMetrics, Metrics). Errors are DecodeMetrics's.
+// MetricsRecord is MetricsDecoder.Record with a decoder of its own.
 func MetricsRecord(b []byte, enc Encoding) (Batch, error) {
-	if enc == "" || enc == EncodingProto {
-		if out, ok := MetricsProto(b); ok {
-			return out, nil
-		}
-	}
-	md, err := DecodeMetrics(b, enc)
-	if err != nil {
-		return Batch{}, err
-	}
-	return Metrics(md), nil
+	var d MetricsDecoder
+	return d.Record(b, enc)
 }

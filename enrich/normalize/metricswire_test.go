@@ -180,6 +180,40 @@ func TestMetricsProtoMatchesPdata(t *testing.T) {
 	}
 }
 
+// TestMetricsDecoderReuse: one decoder over many records gives each the
+// Batch pdata and Metrics give it (nothing of one record leaks into the
+// next, declined ones included).
+func TestMetricsDecoderReuse(t *testing.T) {
+	var payloads [][]byte
+	for _, md := range metricsProtoCases() {
+		payloads = append(payloads, marshalMetrics(t, md))
+	}
+	for _, md := range otlpfixture.Metrics() {
+		payloads = append(payloads, marshalMetrics(t, md), []byte{0x0a, 0x7f})
+	}
+	l := otlpfixture.Load{Hosts: 4, Duration: time.Minute, Requests: 10, Seed: 2}
+	for _, md := range l.Metrics() {
+		payloads = append(payloads, marshalMetrics(t, md))
+	}
+	var d MetricsDecoder
+	for i, pb := range payloads {
+		got, gotErr := d.Record(pb, EncodingProto)
+		md, err := DecodeMetrics(pb, EncodingProto)
+		if err != nil {
+			if gotErr == nil || gotErr.Error() != err.Error() {
+				t.Fatalf("payload %d: error %v, want %v", i, gotErr, err)
+			}
+			continue
+		}
+		if gotErr != nil {
+			t.Fatalf("payload %d: %v", i, gotErr)
+		}
+		if diff := cmp.Diff(Metrics(md), got, cmpopts.EquateNaNs()); diff != "" {
+			t.Fatalf("payload %d (-pdata +decoder):\n%s", i, diff)
+		}
+	}
+}
+
 // TestMetricsProtoDeclines: shapes the wire path leaves to pdata, and
 // malformed payloads, which MetricsRecord still reports as DecodeMetrics
 // does.
