@@ -324,6 +324,7 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 	var dlqRecs []kafkax.Record
 	var done []join.Ref
 	var oldest time.Time
+	reqEnc, stallEnc := newRowEncoder(requestsTable), newRowEncoder(stallsTable)
 	now := p.now()
 	flush := func(fctx context.Context) error {
 		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqRecs)+len(done) == 0 {
@@ -383,10 +384,10 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 			for i := range it.outs {
 				o := &it.outs[i]
 				from := origin{topic: p.cfg.SpansTopic, partition: int(o.Row.KafkaPartition), offset: o.Row.KafkaOffset}
-				reqRows = append(reqRows, requestValues(make([]any, 0, len(requestsTable.Columns)), &o.Row, now.UTC().Truncate(time.Second)))
+				reqRows = append(reqRows, reqEnc.request(&o.Row, now.UTC().Truncate(time.Second)))
 				reqFrom = append(reqFrom, from)
 				for k := range o.Stalls {
-					stallRows = append(stallRows, stallValues(make([]any, 0, len(stallsTable.Columns)), &o.Stalls[k]))
+					stallRows = append(stallRows, stallEnc.stall(&o.Stalls[k]))
 					stallFrom = append(stallFrom, from)
 				}
 				done = append(done, o.Done...)

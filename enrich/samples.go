@@ -72,8 +72,11 @@ const maxSampleMsgs = 5000
 // fetchSamples reads batches of metric records and turns them into rows,
 // until ctx ends.
 func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
-	counters := normalize.NewCounters(p.cfg.Join.MaxCounterSeries)
-	var dec normalize.MetricsDecoder
+	st := &sampleState{
+		counters: normalize.NewCounters(p.cfg.Join.MaxCounterSeries),
+		gpu:      newRowEncoder(gpuSamplesTable),
+		eng:      newRowEncoder(engineSamplesTable),
+	}
 	for {
 		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
@@ -88,7 +91,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 				break
 			}
 			sb.msgs = append(sb.msgs, m)
-			p.sampleRows(&sb, m, bounds, counters, &dec)
+			p.sampleRows(&sb, m, bounds, st)
 		}
 		cancel()
 		if ctx.Err() != nil {
@@ -105,11 +108,19 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 	}
 }
 
+// sampleState is what the samples fetcher keeps from one record to the
+// next.
+type sampleState struct {
+	dec      normalize.MetricsDecoder
+	counters *normalize.Counters
+	gpu, eng *rowEncoder
+}
+
 // sampleRows decodes one metric record into sb's rows.
-func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, counters *normalize.Counters, dec *normalize.MetricsDecoder) {
+func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, st *sampleState) {
 	p.C.SampleRecords.Add(1)
 	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-	b, err := dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
+	b, err := st.dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
 	if err != nil {
 		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
 		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))
@@ -129,17 +140,17 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 	for i := range b.Samples {
 		s := &b.Samples[i]
 		if s.Family == normalize.FamilyGPU {
-			sb.gpuRows = append(sb.gpuRows, gpuSampleValues(make([]any, 0, len(gpuSamplesTable.Columns)), s))
+			sb.gpuRows = append(sb.gpuRows, st.gpu.gpuSample(s))
 			sb.gpuFrom = append(sb.gpuFrom, from)
 			continue
 		}
 		delta, rate := nan(), nan()
 		if s.Kind == normalize.Cumulative {
-			if d, r, ok := counters.Observe(*s); ok {
+			if d, r, ok := st.counters.Observe(*s); ok {
 				delta, rate = d, r
 			}
 		}
-		sb.engRows = append(sb.engRows, engineSampleValues(make([]any, 0, len(engineSamplesTable.Columns)), s, delta, rate))
+		sb.engRows = append(sb.engRows, st.eng.engineSample(s, delta, rate))
 		sb.engFrom = append(sb.engFrom, from)
 	}
 }
