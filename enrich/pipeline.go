@@ -280,8 +280,11 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 			j.SetMetricHold(marks.hold())
 		case <-tick.C:
 			idle := p.now().Sub(lastInput) >= p.cfg.IdleFlush
-			outs := j.Emit(idle)
-			pendingItem.outs = append(pendingItem.outs, outs...)
+			if outs := j.Emit(idle); len(pendingItem.outs) == 0 {
+				pendingItem.outs = outs // Emit's slice is the caller's: no copy
+			} else {
+				pendingItem.outs = append(pendingItem.outs, outs...)
+			}
 			pendingItem.done = append(pendingItem.done, j.Released()...)
 			p.joinMu.Lock()
 			p.jstats = j.Stats()
