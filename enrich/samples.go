@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
@@ -65,14 +66,31 @@ type sampleBatch struct {
 	dlqRecs          []kafkax.Record
 }
 
-// maxSampleMsgs bounds the records of one batch; a batch also ends when
-// one of its tables has Config.BatchRows rows, or after Config.BatchWait.
-const maxSampleMsgs = 5000
+// maxSampleMsgs bounds the records of one batch. A batch also ends when
+// each of its tables has Config.BatchRows rows, when one has
+// maxBatchBlocks times that (a fleet without GPUs, or without engines), or
+// after Config.BatchWait. Each table is written in blocks of at most
+// Config.BatchRows rows: ending a batch when the first table was full left
+// the other's block a fraction of that (a scrape mix of ~3 engine points
+// per GPU point: ~1,500-row gpu_samples blocks), and each small block
+// costs an insert's fixed price, in the enricher and in ClickHouse.
+const (
+	maxSampleMsgs  = 5000
+	maxBatchBlocks = 4
+)
+
+// full reports whether sb is a whole batch.
+func (p *Pipeline) full(sb *sampleBatch) bool {
+	g, e, n := len(sb.gpuRows), len(sb.engRows), p.cfg.BatchRows
+	return len(sb.msgs) >= maxSampleMsgs || g >= n && e >= n || g >= maxBatchBlocks*n || e >= maxBatchBlocks*n
+}
 
 // fetchSamples reads batches of metric records and turns them into rows,
 // until ctx ends.
 func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
 	st := &sampleState{
+		// sampleRows is done with a record's samples before the next.
+		dec:      normalize.MetricsDecoder{ReuseSamples: true},
 		counters: normalize.NewCounters(p.cfg.Join.MaxCounterSeries),
 		gpu:      newRowEncoder(gpuSamplesTable),
 		eng:      newRowEncoder(engineSamplesTable),
@@ -81,7 +99,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
 		bounds := p.bounds()
-		for len(sb.msgs) < maxSampleMsgs && len(sb.gpuRows) < p.cfg.BatchRows && len(sb.engRows) < p.cfg.BatchRows {
+		for !p.full(&sb) {
 			m, err := reader.FetchMessage(bctx)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -157,18 +175,17 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 
 // writeSamples writes a batch's samples, then the dead letters and
 // rejected_input rows of what was refused on the way (see sink). The only
-// error is ctx's end. The two tables' blocks are sent concurrently: a batch
-// ends when one table has Config.BatchRows rows, so the other's block is
-// smaller and its insert's fixed cost would otherwise add to every batch.
+// error is ctx's end. The two tables are written concurrently, each in
+// blocks of at most Config.BatchRows rows.
 func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sampleBatch) error {
 	var gpuRefused []refusal
 	var gpuErr error
 	gpuDone := make(chan struct{})
 	go func() {
 		defer close(gpuDone)
-		gpuRefused, gpuErr = p.insertRows(ctx, gpuSamplesTable, sb.gpuRows)
+		gpuRefused, gpuErr = p.insertBlocks(ctx, gpuSamplesTable, sb.gpuRows)
 	}()
-	engRefused, engErr := p.insertRows(ctx, engineSamplesTable, sb.engRows)
+	engRefused, engErr := p.insertBlocks(ctx, engineSamplesTable, sb.engRows)
 	<-gpuDone
 	if err := cmp.Or(gpuErr, engErr); err != nil {
 		return err
@@ -184,4 +201,21 @@ func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sa
 	}
 	p.C.Samples.Add(int64(written))
 	return nil
+}
+
+// insertBlocks is insertRows in blocks of at most Config.BatchRows rows,
+// in order; the refusals index rows.
+func (p *Pipeline) insertBlocks(ctx context.Context, t chstore.Table, rows [][]any) ([]refusal, error) {
+	var all []refusal
+	for base := 0; base < len(rows); base += p.cfg.BatchRows {
+		refused, err := p.insertRows(ctx, t, rows[base:min(base+p.cfg.BatchRows, len(rows))])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refused {
+			r.index += base
+			all = append(all, r)
+		}
+	}
+	return all, nil
 }

@@ -186,7 +186,11 @@ func checkScope(b []byte) bool {
 // from one record to the next. The zero value is ready; it is not safe for
 // concurrent use.
 type MetricsDecoder struct {
-	wm wireMetrics
+	// ReuseSamples: the Samples of a Batch from the wire path reuse one
+	// array, valid until the next Record (for a caller done with them by
+	// then).
+	ReuseSamples bool
+	wm           wireMetrics
 }
 
 // wireMetrics is the fast path's state.
@@ -195,15 +199,27 @@ type wireMetrics struct {
 	in     interner
 	scopes [][]byte // per resource
 	attrs  []wireKV // per point
+	// samples, when not nil, is the array to decode into.
+	samples []Sample
 }
 
 // Record normalizes one Kafka record value holding an
 // ExportMetricsServiceRequest: from the wire when the payload has the
 // shape MetricsProto takes, else through pdata (DecodeMetrics, Metrics).
-// Errors are DecodeMetrics's. The Batch does not alias b or d.
+// Errors are DecodeMetrics's. The Batch does not alias b, nor d unless
+// ReuseSamples is set.
 func (d *MetricsDecoder) Record(b []byte, enc Encoding) (Batch, error) {
 	if enc == "" || enc == EncodingProto {
-		if out, ok := d.wm.decode(b); ok {
+		if d.ReuseSamples {
+			d.wm.samples = d.wm.samples[:0]
+		} else {
+			d.wm.samples = nil
+		}
+		out, ok := d.wm.decode(b)
+		if d.ReuseSamples {
+			d.wm.samples = out.Samples
+		}
+		if ok {
 			return out, nil
 		}
 	}
@@ -228,7 +244,11 @@ func (wm *wireMetrics) decode(b []byte) (Batch, bool) {
 	clear(wm.in.m)
 	// A scraped point with its labels takes ~60-200 bytes of the payload;
 	// append grows it past this guess.
-	wm.n.out.Samples = make([]Sample, 0, len(b)/64)
+	if wm.samples != nil {
+		wm.n.out.Samples = wm.samples[:0]
+	} else {
+		wm.n.out.Samples = make([]Sample, 0, len(b)/64)
+	}
 	w := wireMsg{b: b}
 	for w.more() {
 		num, wt, ok := w.tag()

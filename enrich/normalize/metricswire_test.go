@@ -195,7 +195,13 @@ func TestMetricsDecoderReuse(t *testing.T) {
 	for _, md := range l.Metrics() {
 		payloads = append(payloads, marshalMetrics(t, md))
 	}
-	var d MetricsDecoder
+	for _, reuse := range []bool{false, true} {
+		decodeAll(t, &MetricsDecoder{ReuseSamples: reuse}, payloads)
+	}
+}
+
+func decodeAll(t *testing.T, d *MetricsDecoder, payloads [][]byte) {
+	t.Helper()
 	for i, pb := range payloads {
 		got, gotErr := d.Record(pb, EncodingProto)
 		md, err := DecodeMetrics(pb, EncodingProto)
