@@ -3,6 +3,7 @@ package normalize
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -242,12 +243,12 @@ func MetricsProto(b []byte) (out Batch, ok bool) {
 func (wm *wireMetrics) decode(b []byte) (Batch, bool) {
 	wm.n = metricNormalizer{}
 	clear(wm.in.m)
-	// A scraped point with its labels takes ~60-200 bytes of the payload;
-	// append grows it past this guess.
+	// Grown by each metric's point count (metric), not guessed from the
+	// payload's size: a DCGM point with its labels takes 60 to 400 bytes.
 	if wm.samples != nil {
 		wm.n.out.Samples = wm.samples[:0]
 	} else {
-		wm.n.out.Samples = make([]Sample, 0, len(b)/64)
+		wm.n.out.Samples = make([]Sample, 0)
 	}
 	w := wireMsg{b: b}
 	for w.more() {
@@ -451,6 +452,9 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 	// sends the payload to pdata even when normalization would skip it.
 	shape.name = wm.in.str(name)
 	spec, useStart, use := wm.n.start(shape)
+	if use {
+		wm.n.out.Samples = slices.Grow(wm.n.out.Samples, shape.points)
+	}
 	firstSample := len(wm.n.out.Samples)
 	p := 0
 	w.pos = 0
