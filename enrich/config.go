@@ -26,7 +26,7 @@ type Config struct {
 
 	Join join.Config
 
-	BatchRows      int           // flush to ClickHouse at this many request rows
+	BatchRows      int           // flush to ClickHouse at this many request rows; sample blocks hold at most this many
 	BatchWait      time.Duration // or when the oldest buffered row is this old
 	CommitInterval time.Duration // how often completed offsets are committed
 	// IdleFlush: when no input arrived for this long (wall clock), every

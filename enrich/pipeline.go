@@ -120,14 +120,6 @@ func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
 	return normalize.Traces(td), nil
 }
 
-func (p *Pipeline) decodeMetrics(b []byte) (normalize.Batch, error) {
-	md, err := normalize.DecodeMetrics(b, normalize.Encoding(p.cfg.Encoding))
-	if err != nil {
-		return normalize.Batch{}, err
-	}
-	return normalize.Metrics(md), nil
-}
-
 // runSpans is the join path: span consumer group, broadcast metric readers,
 // the join, the ClickHouse sink and the committer.
 func (p *Pipeline) runSpans(ctx context.Context) error {
@@ -288,8 +280,11 @@ func (p *Pipeline) joinLoop(ctx context.Context, spanIn <-chan spanRec, metricIn
 			j.SetMetricHold(marks.hold())
 		case <-tick.C:
 			idle := p.now().Sub(lastInput) >= p.cfg.IdleFlush
-			outs := j.Emit(idle)
-			pendingItem.outs = append(pendingItem.outs, outs...)
+			if outs := j.Emit(idle); len(pendingItem.outs) == 0 {
+				pendingItem.outs = outs // Emit's slice is the caller's: no copy
+			} else {
+				pendingItem.outs = append(pendingItem.outs, outs...)
+			}
 			pendingItem.done = append(pendingItem.done, j.Released()...)
 			p.joinMu.Lock()
 			p.jstats = j.Stats()
@@ -332,6 +327,7 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 	var dlqRecs []kafkax.Record
 	var done []join.Ref
 	var oldest time.Time
+	reqEnc, stallEnc := newRowEncoder(requestsTable), newRowEncoder(stallsTable)
 	now := p.now()
 	flush := func(fctx context.Context) error {
 		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqRecs)+len(done) == 0 {
@@ -391,10 +387,10 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 			for i := range it.outs {
 				o := &it.outs[i]
 				from := origin{topic: p.cfg.SpansTopic, partition: int(o.Row.KafkaPartition), offset: o.Row.KafkaOffset}
-				reqRows = append(reqRows, requestValues(make([]any, 0, len(requestsTable.Columns)), &o.Row, now.UTC().Truncate(time.Second)))
+				reqRows = append(reqRows, reqEnc.request(&o.Row, now.UTC().Truncate(time.Second)))
 				reqFrom = append(reqFrom, from)
 				for k := range o.Stalls {
-					stallRows = append(stallRows, stallValues(make([]any, 0, len(stallsTable.Columns)), &o.Stalls[k]))
+					stallRows = append(stallRows, stallEnc.stall(&o.Stalls[k]))
 					stallFrom = append(stallFrom, from)
 				}
 				done = append(done, o.Done...)

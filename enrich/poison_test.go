@@ -3,13 +3,16 @@ package enrich
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/tailcause/tailcause/enrich/enrichtest"
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/kafkax"
@@ -315,5 +318,43 @@ func TestDeadLetterTruncatesToTheTopicLimit(t *testing.T) {
 		if string(rec.Key) != "otlp_spans/2/7" || header(kafka.Message{Headers: rec.Headers}, "h") != "v" {
 			t.Errorf("%d bytes: key %s, headers %v", n, rec.Key, rec.Headers)
 		}
+	}
+}
+
+// TestInsertBlocksIndexesTheWholeBatch: a table's rows go in blocks of at
+// most Config.BatchRows, in order, and a refused row is named by its index
+// in the whole batch.
+func TestInsertBlocksIndexesTheWholeBatch(t *testing.T) {
+	w := enrichtest.NewRows()
+	w.Create("blk", []enrichtest.Column{{Name: "v", Type: reflect.TypeFor[uint32]()}}, func(row map[string]any) error {
+		if row["v"].(uint32) >= 100 {
+			return errors.New("v too large")
+		}
+		return nil
+	})
+	cfg := testConfig([]string{"127.0.0.1:1"}, "s", "m", "d")
+	cfg.BatchRows = 3
+	p, err := New(cfg, w, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]any
+	for i := range 10 {
+		rows = append(rows, []any{uint32(i)})
+	}
+	rows[4][0], rows[9][0] = uint32(400), uint32(900)
+	refused, err := p.insertBlocks(context.Background(), chstore.Table{Name: "blk", Columns: []string{"v"}}, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, r := range refused {
+		got = append(got, r.index)
+	}
+	if fmt.Sprint(got) != "[4 9]" {
+		t.Errorf("refused rows %v, want [4 9]", got)
+	}
+	if got := fmt.Sprint(w.Rows("blk", "v")); got != "[[0] [1] [2] [3] [5] [6] [7] [8]]" {
+		t.Errorf("written %s", got)
 	}
 }

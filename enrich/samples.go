@@ -1,6 +1,7 @@
 package enrich
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
@@ -64,19 +66,40 @@ type sampleBatch struct {
 	dlqRecs          []kafkax.Record
 }
 
-// maxSampleMsgs bounds the records of one batch; a batch also ends when
-// one of its tables has Config.BatchRows rows, or after Config.BatchWait.
-const maxSampleMsgs = 5000
+// maxSampleMsgs bounds the records of one batch. A batch also ends when
+// each of its tables has Config.BatchRows rows, when one has
+// maxBatchBlocks times that (a fleet without GPUs, or without engines), or
+// after Config.BatchWait. Each table is written in blocks of at most
+// Config.BatchRows rows: ending a batch when the first table was full left
+// the other's block a fraction of that (a scrape mix of ~3 engine points
+// per GPU point: ~1,500-row gpu_samples blocks), and each small block
+// costs an insert's fixed price, in the enricher and in ClickHouse.
+const (
+	maxSampleMsgs  = 5000
+	maxBatchBlocks = 4
+)
+
+// full reports whether sb is a whole batch.
+func (p *Pipeline) full(sb *sampleBatch) bool {
+	g, e, n := len(sb.gpuRows), len(sb.engRows), p.cfg.BatchRows
+	return len(sb.msgs) >= maxSampleMsgs || g >= n && e >= n || g >= maxBatchBlocks*n || e >= maxBatchBlocks*n
+}
 
 // fetchSamples reads batches of metric records and turns them into rows,
 // until ctx ends.
 func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
-	counters := normalize.NewCounters(p.cfg.Join.MaxCounterSeries)
+	st := &sampleState{
+		// sampleRows is done with a record's samples before the next.
+		dec:      normalize.MetricsDecoder{ReuseSamples: true},
+		counters: normalize.NewCounters(p.cfg.Join.MaxCounterSeries),
+		gpu:      newRowEncoder(gpuSamplesTable),
+		eng:      newRowEncoder(engineSamplesTable),
+	}
 	for {
 		var sb sampleBatch
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
 		bounds := p.bounds()
-		for len(sb.msgs) < maxSampleMsgs && len(sb.gpuRows) < p.cfg.BatchRows && len(sb.engRows) < p.cfg.BatchRows {
+		for !p.full(&sb) {
 			m, err := reader.FetchMessage(bctx)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -86,7 +109,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 				break
 			}
 			sb.msgs = append(sb.msgs, m)
-			p.sampleRows(&sb, m, bounds, counters)
+			p.sampleRows(&sb, m, bounds, st)
 		}
 		cancel()
 		if ctx.Err() != nil {
@@ -103,11 +126,19 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 	}
 }
 
+// sampleState is what the samples fetcher keeps from one record to the
+// next.
+type sampleState struct {
+	dec      normalize.MetricsDecoder
+	counters *normalize.Counters
+	gpu, eng *rowEncoder
+}
+
 // sampleRows decodes one metric record into sb's rows.
-func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, counters *normalize.Counters) {
+func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, st *sampleState) {
 	p.C.SampleRecords.Add(1)
 	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-	b, err := p.decodeMetrics(m.Value)
+	b, err := st.dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
 	if err != nil {
 		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
 		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))
@@ -127,36 +158,41 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 	for i := range b.Samples {
 		s := &b.Samples[i]
 		if s.Family == normalize.FamilyGPU {
-			sb.gpuRows = append(sb.gpuRows, gpuSampleValues(make([]any, 0, len(gpuSamplesTable.Columns)), s))
+			sb.gpuRows = append(sb.gpuRows, st.gpu.gpuSample(s))
 			sb.gpuFrom = append(sb.gpuFrom, from)
 			continue
 		}
 		delta, rate := nan(), nan()
 		if s.Kind == normalize.Cumulative {
-			if d, r, ok := counters.Observe(*s); ok {
+			if d, r, ok := st.counters.Observe(*s); ok {
 				delta, rate = d, r
 			}
 		}
-		sb.engRows = append(sb.engRows, engineSampleValues(make([]any, 0, len(engineSamplesTable.Columns)), s, delta, rate))
+		sb.engRows = append(sb.engRows, st.eng.engineSample(s, delta, rate))
 		sb.engFrom = append(sb.engFrom, from)
 	}
 }
 
 // writeSamples writes a batch's samples, then the dead letters and
 // rejected_input rows of what was refused on the way (see sink). The only
-// error is ctx's end.
+// error is ctx's end. The two tables are written concurrently, each in
+// blocks of at most Config.BatchRows rows.
 func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sampleBatch) error {
-	refused, err := p.insertRows(ctx, gpuSamplesTable, sb.gpuRows)
-	if err != nil {
+	var gpuRefused []refusal
+	var gpuErr error
+	gpuDone := make(chan struct{})
+	go func() {
+		defer close(gpuDone)
+		gpuRefused, gpuErr = p.insertBlocks(ctx, gpuSamplesTable, sb.gpuRows)
+	}()
+	engRefused, engErr := p.insertBlocks(ctx, engineSamplesTable, sb.engRows)
+	<-gpuDone
+	if err := cmp.Or(gpuErr, engErr); err != nil {
 		return err
 	}
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, refused)
-	written := len(sb.gpuRows) - len(refused)
-	if refused, err = p.insertRows(ctx, engineSamplesTable, sb.engRows); err != nil {
-		return err
-	}
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, refused)
-	written += len(sb.engRows) - len(refused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, gpuRefused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, engRefused)
+	written := len(sb.gpuRows) - len(gpuRefused) + len(sb.engRows) - len(engRefused)
 	if err := p.writeDeadLetters(ctx, dlq, sb.dlqRecs); err != nil {
 		return err
 	}
@@ -165,4 +201,21 @@ func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sa
 	}
 	p.C.Samples.Add(int64(written))
 	return nil
+}
+
+// insertBlocks is insertRows in blocks of at most Config.BatchRows rows,
+// in order; the refusals index rows.
+func (p *Pipeline) insertBlocks(ctx context.Context, t chstore.Table, rows [][]any) ([]refusal, error) {
+	var all []refusal
+	for base := 0; base < len(rows); base += p.cfg.BatchRows {
+		refused, err := p.insertRows(ctx, t, rows[base:min(base+p.cfg.BatchRows, len(rows))])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refused {
+			r.index += base
+			all = append(all, r)
+		}
+	}
+	return all, nil
 }

@@ -1,8 +1,12 @@
 package join
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -610,5 +614,39 @@ func TestJoinEntityCap(t *testing.T) {
 	s := j.Stats()
 	if s.GPUSeries != 2 || s.DroppedSamples != 1 || s.DuplicateSamples != 0 {
 		t.Errorf("GPUs %d (want 2), dropped %d (want 1: GPU-3), duplicates %d", s.GPUSeries, s.DroppedSamples, s.DuplicateSamples)
+	}
+}
+
+// TestPlacementKey: the resolve cache's key is the one it always was.
+func TestPlacementKey(t *testing.T) {
+	r := &normalize.Request{Model: "m", Placement: normalize.Placement{Host: "h", Pod: "p", Engine: "0"}}
+	for _, h := range []*hostState{{}, {gen: 7, version: 12}, {gen: math.MaxUint64, version: -1}} {
+		want := r.Placement.Host + "\x00" + r.Placement.Pod + "\x00" + r.Model + "\x00" + r.Placement.Engine + "\x00" + fmt.Sprint(h.gen) + "\x00" + fmt.Sprint(h.version)
+		if got := placementKey(r, h); got != want {
+			t.Errorf("placementKey = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestSortOutputs: by end time, then uid, ties in their order.
+func TestSortOutputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n < 60; n++ {
+		out := make([]Output, n)
+		for i := range out {
+			out[i].Row.EndNs = uint64(rng.IntN(5))
+			out[i].Row.UID = fmt.Sprint(rng.IntN(4))
+			out[i].Row.KafkaOffset = int64(i) // the original position
+		}
+		want := slices.Clone(out)
+		slices.SortStableFunc(want, func(a, b Output) int {
+			return cmp.Or(cmp.Compare(a.Row.EndNs, b.Row.EndNs), strings.Compare(a.Row.UID, b.Row.UID))
+		})
+		got := sortOutputs(out)
+		for i := range want {
+			if got[i].Row.KafkaOffset != want[i].Row.KafkaOffset {
+				t.Fatalf("n=%d: position %d holds output %d, want %d", n, i, got[i].Row.KafkaOffset, want[i].Row.KafkaOffset)
+			}
+		}
 	}
 }

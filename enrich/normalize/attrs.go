@@ -255,25 +255,32 @@ type placementBuilder struct {
 // attr takes k if it is a placement attribute and reports whether it did.
 // The first value seen for a field wins.
 func (b *placementBuilder) attr(k string, v pcommon.Value) bool {
-	var dst *string
-	switch k {
-	case attrHostName:
-		dst = &b.p.Host
-	case attrK8sNode:
-		dst = &b.node
-	case attrK8sPod:
-		dst = &b.p.Pod
-	case attrK8sNamespace:
-		dst = &b.p.Namespace
-	case attrServiceInstance:
-		dst = &b.p.ServiceInstance
-	default:
+	dst := b.field(k)
+	if dst == nil {
 		return false
 	}
 	if *dst == "" {
 		*dst = v.AsString()
 	}
 	return true
+}
+
+// field is where the value of placement attribute k goes (nil: k is not
+// one).
+func (b *placementBuilder) field(k string) *string {
+	switch k {
+	case attrHostName:
+		return &b.p.Host
+	case attrK8sNode:
+		return &b.node
+	case attrK8sPod:
+		return &b.p.Pod
+	case attrK8sNamespace:
+		return &b.p.Namespace
+	case attrServiceInstance:
+		return &b.p.ServiceInstance
+	}
+	return nil
 }
 
 func (b *placementBuilder) placement() Placement {

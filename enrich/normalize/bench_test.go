@@ -181,6 +181,26 @@ func BenchmarkDecodeNormalizeDCGM1000(b *testing.B) {
 	}
 }
 
+// BenchmarkMetricsDecoderDCGM1000 is BenchmarkDecodeNormalizeDCGM1000
+// through the wire path (the enricher's), with and without reusing the
+// Samples array.
+func BenchmarkMetricsDecoderDCGM1000(b *testing.B) {
+	buf := dcgmBatch(b)
+	for _, reuse := range []bool{false, true} {
+		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+			d := MetricsDecoder{ReuseSamples: reuse}
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := d.Record(buf, EncodingProto)
+				if err != nil || len(out.Samples) != 960 {
+					b.Fatalf("%d samples, %v", len(out.Samples), err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkNormalizeDCGM1000(b *testing.B) {
 	md, err := DecodeMetrics(dcgmBatch(b), EncodingProto)
 	if err != nil {

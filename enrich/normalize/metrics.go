@@ -167,7 +167,13 @@ func newMetricRes(res pcommon.Resource) metricRes {
 			addr = v.AsString()
 		}
 	}
-	p := pb.placement()
+	return pb.metricRes(addr)
+}
+
+// metricRes is the resource of metrics with these placement attributes
+// and server.address addr.
+func (b *placementBuilder) metricRes(addr string) metricRes {
+	p := b.placement()
 	host := p.Host
 	if p.Host == "" {
 		p.Host = addr
@@ -218,144 +224,233 @@ func (n *metricNormalizer) reject(reason, detail string) {
 	n.out.Rejects = append(n.out.Rejects, Reject{Signal: "metrics", Reason: reason, Detail: detail})
 }
 
-func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
-	var (
-		points pmetric.NumberDataPointSlice
-		sum    bool
-	)
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		points = m.Gauge().DataPoints()
-	case pmetric.MetricTypeSum:
-		points = m.Sum().DataPoints()
-		sum = true
-	case pmetric.MetricTypeHistogram:
-		n.ignore(IgnoredHistogram, m.Histogram().DataPoints().Len())
-		return
-	case pmetric.MetricTypeExponentialHistogram:
-		n.ignore(IgnoredHistogram, m.ExponentialHistogram().DataPoints().Len())
-		return
+// metricShape is what normalization reads of a metric before its points:
+// its data type, name and point count, and whether it is a delta sum.
+type metricShape struct {
+	typ      pmetric.MetricType
+	name     string
+	points   int
+	deltaSum bool
+}
+
+// start classifies a metric: spec and useStart for its points, or ok false
+// when they are all ignored (counted here).
+func (n *metricNormalizer) start(m metricShape) (spec metricSpec, useStart, ok bool) {
+	switch m.typ {
+	case pmetric.MetricTypeGauge, pmetric.MetricTypeSum:
+	case pmetric.MetricTypeHistogram, pmetric.MetricTypeExponentialHistogram:
+		n.ignore(IgnoredHistogram, m.points)
+		return metricSpec{}, false, false
 	case pmetric.MetricTypeSummary:
-		n.ignore(IgnoredSummary, m.Summary().DataPoints().Len())
-		return
+		n.ignore(IgnoredSummary, m.points)
+		return metricSpec{}, false, false
 	default:
 		n.ignore(IgnoredNoValue, 1)
-		return
+		return metricSpec{}, false, false
 	}
-	spec, ok := lookupMetric(m.Name())
+	spec, ok = lookupMetric(m.name)
 	if !ok {
-		n.ignore(IgnoredUnknownMetric, points.Len())
-		return
+		n.ignore(IgnoredUnknownMetric, m.points)
+		return metricSpec{}, false, false
 	}
-	if sum && m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta {
-		n.ignore(IgnoredDeltaSum, points.Len())
-		return
+	sum := m.typ == pmetric.MetricTypeSum
+	if sum && m.deltaSum {
+		n.ignore(IgnoredDeltaSum, m.points)
+		return metricSpec{}, false, false
 	}
 	// The canonical kind wins over the wire type: a counter scraped without
 	// type metadata arrives as a gauge but is still cumulative (start
 	// unknown), and a gauge never has a series start.
-	useStart := spec.kind == Cumulative && sum
+	return spec, spec.kind == Cumulative && sum, true
+}
 
-	first := len(n.out.Samples)
-	for p := 0; p < points.Len(); p++ {
-		dp := points.At(p)
-		if dp.Flags().NoRecordedValue() {
-			n.ignore(IgnoredNoRecordedValue, 1)
-			continue
-		}
-		var v float64
-		switch dp.ValueType() {
-		case pmetric.NumberDataPointValueTypeInt:
-			v = float64(dp.IntValue())
-		case pmetric.NumberDataPointValueTypeDouble:
-			v = dp.DoubleValue()
-		default:
-			n.ignore(IgnoredNoValue, 1)
-			continue
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			n.ignore(IgnoredNoValue, 1)
-			continue
-		}
-		ts := uint64(dp.Timestamp())
-		if ts == 0 {
-			n.reject("no_timestamp", fmt.Sprintf("metric %q point %d: zero timestamp",
-				truncUTF8(m.Name(), maxSpanNameInDetail), p))
-			continue
-		}
-		if spec.percent {
-			v /= 100
-		}
-		s := Sample{
-			Family: spec.family,
-			Metric: spec.metric,
-			Kind:   spec.kind,
-			TimeNs: ts,
-			Value:  v,
-		}
-		if useStart {
-			s.StartNs = uint64(dp.StartTimestamp())
-		}
-		if spec.family == FamilyGPU {
-			s.Placement = gpuPlacement(dp.Attributes(), res)
-		} else {
-			s.Model, s.Placement = enginePlacement(dp.Attributes(), res)
-		}
-		n.out.Samples = append(n.out.Samples, s)
+// numberPoint is what normalization reads of a number data point.
+type numberPoint struct {
+	flags     pmetric.DataPointFlags
+	valueType pmetric.NumberDataPointValueType
+	intValue  int64
+	dblValue  float64
+	time      uint64
+	start     uint64
+}
+
+// sample is point p (index p of metric name) as a Sample without its
+// placement, or ok false when it is ignored or rejected (counted here).
+func (n *metricNormalizer) sample(spec metricSpec, useStart bool, name string, p int, dp numberPoint) (Sample, bool) {
+	if dp.flags.NoRecordedValue() {
+		n.ignore(IgnoredNoRecordedValue, 1)
+		return Sample{}, false
 	}
+	var v float64
+	switch dp.valueType {
+	case pmetric.NumberDataPointValueTypeInt:
+		v = float64(dp.intValue)
+	case pmetric.NumberDataPointValueTypeDouble:
+		v = dp.dblValue
+	default:
+		n.ignore(IgnoredNoValue, 1)
+		return Sample{}, false
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		n.ignore(IgnoredNoValue, 1)
+		return Sample{}, false
+	}
+	if dp.time == 0 {
+		n.reject("no_timestamp", fmt.Sprintf("metric %q point %d: zero timestamp",
+			truncUTF8(name, maxSpanNameInDetail), p))
+		return Sample{}, false
+	}
+	if spec.percent {
+		v /= 100
+	}
+	s := Sample{
+		Family: spec.family,
+		Metric: spec.metric,
+		Kind:   spec.kind,
+		TimeNs: dp.time,
+		Value:  v,
+	}
+	if useStart {
+		s.StartNs = dp.start
+	}
+	return s, true
+}
+
+// finish ends a metric whose samples start at index first.
+func (n *metricNormalizer) finish(spec metricSpec, first int) {
 	if spec.sumLabels {
 		n.out.Samples = append(n.out.Samples[:first], sumSamples(n.out.Samples[first:])...)
 	}
 }
 
-// enginePlacement reads the model and engine labels of an engine point.
-// SGLang's dp_rank plays the role of vLLM's engine index.
-func enginePlacement(attrs pcommon.Map, res *metricRes) (string, Placement) {
-	p := res.engine
-	var model, dpRank string
-	for k, v := range attrs.All() {
-		switch k {
-		case "model_name":
-			model = v.AsString()
-		case "engine":
-			p.Engine = v.AsString()
-		case "dp_rank":
-			dpRank = v.AsString()
+func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
+	shape := metricShape{typ: m.Type(), name: m.Name()}
+	var points pmetric.NumberDataPointSlice
+	switch shape.typ {
+	case pmetric.MetricTypeGauge:
+		points = m.Gauge().DataPoints()
+		shape.points = points.Len()
+	case pmetric.MetricTypeSum:
+		points = m.Sum().DataPoints()
+		shape.points = points.Len()
+		shape.deltaSum = m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta
+	case pmetric.MetricTypeHistogram:
+		shape.points = m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		shape.points = m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		shape.points = m.Summary().DataPoints().Len()
+	}
+	spec, useStart, ok := n.start(shape)
+	if !ok {
+		return
+	}
+	first := len(n.out.Samples)
+	for p := 0; p < points.Len(); p++ {
+		dp := points.At(p)
+		s, ok := n.sample(spec, useStart, shape.name, p, numberPoint{
+			flags:     dp.Flags(),
+			valueType: dp.ValueType(),
+			intValue:  dp.IntValue(),
+			dblValue:  dp.DoubleValue(),
+			time:      uint64(dp.Timestamp()),
+			start:     uint64(dp.StartTimestamp()),
+		})
+		if !ok {
+			continue
 		}
+		if spec.family == FamilyGPU {
+			var l gpuLabels
+			for k, v := range dp.Attributes().All() {
+				if dst := l.field(k); dst != nil {
+					*dst = v.AsString()
+				}
+			}
+			s.Placement = l.placement(res)
+		} else {
+			var l engineLabels
+			for k, v := range dp.Attributes().All() {
+				if dst := l.field(k); dst != nil {
+					*dst = v.AsString()
+				}
+			}
+			s.Model, s.Placement = l.placement(res)
+		}
+		n.out.Samples = append(n.out.Samples, s)
 	}
-	if p.Engine == "" {
-		p.Engine = dpRank
-	}
-	return model, p
+	n.finish(spec, first)
 }
 
-// gpuPlacement reads dcgm-exporter's labels. The pod, namespace labels name
-// the workload holding the GPU; the resource's k8s.* attributes describe
-// the exporter's own pod and are not used.
-func gpuPlacement(attrs pcommon.Map, res *metricRes) Placement {
-	var p Placement
-	var hostname, hostnameLower, uuid, uuidLower string
-	for k, v := range attrs.All() {
-		switch k {
-		case "Hostname":
-			hostname = v.AsString()
-		case "hostname":
-			hostnameLower = v.AsString()
-		case "UUID":
-			uuid = v.AsString()
-		case "uuid":
-			uuidLower = v.AsString()
-		case "gpu":
-			p.GPUIndex = v.AsString()
-		case "pod":
-			p.Pod = v.AsString()
-		case "namespace":
-			p.Namespace = v.AsString()
-		}
+// engineLabels are the labels of an engine point the model keeps.
+type engineLabels struct {
+	model, engine, dpRank string
+}
+
+// field is where the value of label k goes (nil: not kept). The last value
+// of a label wins.
+func (l *engineLabels) field(k string) *string {
+	switch k {
+	case "model_name":
+		return &l.model
+	case "engine":
+		return &l.engine
+	case "dp_rank":
+		return &l.dpRank
 	}
-	p.Host = firstNonEmpty(hostname, hostnameLower, res.host)
-	p.GPU = firstNonEmpty(uuid, uuidLower)
-	return p
+	return nil
+}
+
+// placement is the model and placement of an engine point. SGLang's
+// dp_rank plays the role of vLLM's engine index.
+func (l *engineLabels) placement(res *metricRes) (string, Placement) {
+	p := res.engine
+	if l.engine != "" {
+		p.Engine = l.engine
+	}
+	if p.Engine == "" {
+		p.Engine = l.dpRank
+	}
+	return l.model, p
+}
+
+// gpuLabels are dcgm-exporter's labels. The pod, namespace labels name the
+// workload holding the GPU; the resource's k8s.* attributes describe the
+// exporter's own pod and are not used.
+type gpuLabels struct {
+	hostname, hostnameLower, uuid, uuidLower string
+	gpu, pod, namespace                      string
+}
+
+// field is where the value of label k goes (nil: not kept). The last value
+// of a label wins.
+func (l *gpuLabels) field(k string) *string {
+	switch k {
+	case "Hostname":
+		return &l.hostname
+	case "hostname":
+		return &l.hostnameLower
+	case "UUID":
+		return &l.uuid
+	case "uuid":
+		return &l.uuidLower
+	case "gpu":
+		return &l.gpu
+	case "pod":
+		return &l.pod
+	case "namespace":
+		return &l.namespace
+	}
+	return nil
+}
+
+func (l *gpuLabels) placement(res *metricRes) Placement {
+	return Placement{
+		Host:      firstNonEmpty(l.hostname, l.hostnameLower, res.host),
+		GPU:       firstNonEmpty(l.uuid, l.uuidLower),
+		GPUIndex:  l.gpu,
+		Pod:       l.pod,
+		Namespace: l.namespace,
+	}
 }
 
 // sumSamples sums samples of one placement, model and time into one; the

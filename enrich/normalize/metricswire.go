@@ -1,0 +1,605 @@
+package normalize
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// Metric records are normalized from their wire form where they can be:
+// building the pdata tree of every record was most of the metric path's
+// CPU and garbage (profile of BenchmarkEndToEndMetrics: the pdata unmarshal
+// ~30% of the enricher, done by both metric consumers), and normalization
+// reads a few fields of it.
+//
+// MetricsProto takes the shape the scrapers send — gauges and sums of
+// number points, string attributes — and declines (ok false) anything else:
+// an unknown or deprecated field, a repeated singular field, a histogram,
+// a summary, exemplars, metadata, entity references, a non-string attribute
+// value, or any wire error. A declined payload goes through pdata
+// (DecodeMetrics, then Metrics), which decides whether it is malformed, so
+// the fast path never accepts what pdata would refuse, and whatever it
+// accepts normalizes exactly as Metrics does (FuzzMetricsProto holds it to
+// both).
+
+// Protobuf wire types.
+const (
+	wtVarint = 0
+	wtI64    = 1
+	wtLen    = 2
+)
+
+// wireMsg reads one message's fields. Any error ends the fast path, so it
+// only says whether reading worked.
+type wireMsg struct {
+	b   []byte
+	pos int
+}
+
+func (w *wireMsg) more() bool { return w.pos < len(w.b) }
+
+func (w *wireMsg) varint() (uint64, bool) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if w.pos >= len(w.b) {
+			return 0, false
+		}
+		c := w.b[w.pos]
+		w.pos++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// tag reads a field's number and wire type (pdata's rule: the number is
+// the tag's upper bits as an int32, and must be positive).
+func (w *wireMsg) tag() (int32, uint8, bool) {
+	t, ok := w.varint()
+	if !ok {
+		return 0, 0, false
+	}
+	num := int32(t >> 3)
+	return num, uint8(t & 7), num > 0
+}
+
+func (w *wireMsg) bytes() ([]byte, bool) {
+	n, ok := w.varint()
+	if !ok || n > uint64(len(w.b)-w.pos) {
+		return nil, false
+	}
+	v := w.b[w.pos : w.pos+int(n)]
+	w.pos += int(n)
+	return v, true
+}
+
+func (w *wireMsg) fixed64() (uint64, bool) {
+	if len(w.b)-w.pos < 8 {
+		return 0, false
+	}
+	v := binary.LittleEndian.Uint64(w.b[w.pos:])
+	w.pos += 8
+	return v, true
+}
+
+// interner turns the names and label values of one payload into strings,
+// one copy per distinct value: a scrape repeats its few hosts, pods, models
+// and metric names on every point. It is cleared for each payload, so
+// that it holds no more than one payload's strings.
+type interner struct {
+	m map[string]string
+}
+
+const maxInterned = 1024
+
+func (in *interner) str(b []byte) string {
+	if s, ok := in.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if in.m == nil {
+		in.m = make(map[string]string, 64)
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	return s
+}
+
+// wireKV is one string-valued attribute, as bytes of the payload.
+type wireKV struct {
+	key, value []byte
+}
+
+// readKV reads a KeyValue whose value is a string (ok false otherwise).
+func readKV(b []byte) (wireKV, bool) {
+	var kv wireKV
+	var haveKey, haveValue bool
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || wt != wtLen {
+			return kv, false
+		}
+		v, ok := w.bytes()
+		if !ok {
+			return kv, false
+		}
+		switch {
+		case num == 1 && !haveKey:
+			kv.key, haveKey = v, true
+		case num == 2 && !haveValue:
+			// AnyValue: exactly one string_value.
+			a := wireMsg{b: v}
+			n, t, ok := a.tag()
+			if !ok || n != 1 || t != wtLen {
+				return kv, false
+			}
+			if kv.value, ok = a.bytes(); !ok || a.more() {
+				return kv, false
+			}
+			haveValue = true
+		default:
+			return kv, false
+		}
+	}
+	return kv, haveValue
+}
+
+// checkScope checks an InstrumentationScope (name 1, version 2, attributes
+// 3, dropped_attributes_count 4), which normalization does not read.
+func checkScope(b []byte) bool {
+	w := wireMsg{b: b}
+	var seen uint8
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || num > 4 || seen&(1<<num) != 0 && num != 3 {
+			return false
+		}
+		seen |= 1 << num
+		switch {
+		case num == 4 && wt == wtVarint:
+			if _, ok := w.varint(); !ok {
+				return false
+			}
+		case num <= 3 && wt == wtLen:
+			v, ok := w.bytes()
+			if !ok {
+				return false
+			}
+			if num == 3 {
+				if _, ok := readKV(v); !ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MetricsDecoder normalizes metric records, reusing its scratch space
+// from one record to the next. The zero value is ready; it is not safe for
+// concurrent use.
+type MetricsDecoder struct {
+	// ReuseSamples: the Samples of a Batch from the wire path reuse one
+	// array, valid until the next Record (for a caller done with them by
+	// then).
+	ReuseSamples bool
+	wm           wireMetrics
+}
+
+// wireMetrics is the fast path's state.
+type wireMetrics struct {
+	n      metricNormalizer
+	in     interner
+	scopes [][]byte // per resource
+	attrs  []wireKV // per point
+	// samples, when not nil, is the array to decode into.
+	samples []Sample
+}
+
+// Record normalizes one Kafka record value holding an
+// ExportMetricsServiceRequest: from the wire when the payload has the
+// shape MetricsProto takes, else through pdata (DecodeMetrics, Metrics).
+// Errors are DecodeMetrics's. The Batch does not alias b, nor d unless
+// ReuseSamples is set.
+func (d *MetricsDecoder) Record(b []byte, enc Encoding) (Batch, error) {
+	if enc == "" || enc == EncodingProto {
+		if d.ReuseSamples {
+			d.wm.samples = d.wm.samples[:0]
+		} else {
+			d.wm.samples = nil
+		}
+		out, ok := d.wm.decode(b)
+		if d.ReuseSamples {
+			d.wm.samples = out.Samples
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	md, err := DecodeMetrics(b, enc)
+	if err != nil {
+		return Batch{}, err
+	}
+	return Metrics(md), nil
+}
+
+// MetricsProto normalizes an otlp_proto ExportMetricsServiceRequest as
+// Metrics(DecodeMetrics(b, EncodingProto)) would, straight from the wire,
+// or reports ok false when b holds anything outside the shape it takes
+// (see above): then the caller must use pdata. The Batch does not alias b.
+func MetricsProto(b []byte) (out Batch, ok bool) {
+	var wm wireMetrics
+	return wm.decode(b)
+}
+
+func (wm *wireMetrics) decode(b []byte) (Batch, bool) {
+	wm.n = metricNormalizer{}
+	clear(wm.in.m)
+	// Grown by each metric's point count (metric), not guessed from the
+	// payload's size: a DCGM point with its labels takes 60 to 400 bytes.
+	if wm.samples != nil {
+		wm.n.out.Samples = wm.samples[:0]
+	} else {
+		wm.n.out.Samples = make([]Sample, 0)
+	}
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || num != 1 || wt != wtLen {
+			return Batch{}, false
+		}
+		rm, ok := w.bytes()
+		if !ok || !wm.resourceMetrics(rm) {
+			return Batch{}, false
+		}
+	}
+	return wm.n.out, true
+}
+
+// resourceMetrics reads a ResourceMetrics: resource 1, scope_metrics 2,
+// schema_url 3.
+func (wm *wireMetrics) resourceMetrics(b []byte) bool {
+	var resource []byte
+	var haveResource, haveSchema bool
+	wm.scopes = wm.scopes[:0]
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || wt != wtLen {
+			return false
+		}
+		v, ok := w.bytes()
+		if !ok {
+			return false
+		}
+		switch {
+		case num == 1 && !haveResource:
+			resource, haveResource = v, true
+		case num == 2:
+			wm.scopes = append(wm.scopes, v)
+		case num == 3 && !haveSchema:
+			haveSchema = true
+		default:
+			return false
+		}
+	}
+	res, ok := wm.resource(resource)
+	if !ok {
+		return false
+	}
+	for _, sm := range wm.scopes {
+		if !wm.scopeMetrics(sm, &res) {
+			return false
+		}
+	}
+	return true
+}
+
+// resource reads a Resource (attributes 1, dropped_attributes_count 2) as
+// newMetricRes does.
+func (wm *wireMetrics) resource(b []byte) (metricRes, bool) {
+	var pb placementBuilder
+	var addr string
+	var haveDropped bool
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok {
+			return metricRes{}, false
+		}
+		switch {
+		case num == 1 && wt == wtLen:
+			v, ok := w.bytes()
+			if !ok {
+				return metricRes{}, false
+			}
+			kv, ok := readKV(v)
+			if !ok {
+				return metricRes{}, false
+			}
+			if dst := pb.field(string(kv.key)); dst != nil {
+				if *dst == "" {
+					*dst = wm.in.str(kv.value)
+				}
+			} else if string(kv.key) == attrServerAddress {
+				addr = wm.in.str(kv.value)
+			}
+		case num == 2 && wt == wtVarint && !haveDropped:
+			if _, ok := w.varint(); !ok {
+				return metricRes{}, false
+			}
+			haveDropped = true
+		default:
+			return metricRes{}, false
+		}
+	}
+	return pb.metricRes(addr), true
+}
+
+// scopeMetrics reads a ScopeMetrics: scope 1, metrics 2, schema_url 3.
+func (wm *wireMetrics) scopeMetrics(b []byte, res *metricRes) bool {
+	var haveScope, haveSchema bool
+	w := wireMsg{b: b}
+	// The scope may follow the metrics: check the whole message first.
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || wt != wtLen {
+			return false
+		}
+		v, ok := w.bytes()
+		if !ok {
+			return false
+		}
+		switch {
+		case num == 1 && !haveScope:
+			if !checkScope(v) {
+				return false
+			}
+			haveScope = true
+		case num == 2:
+		case num == 3 && !haveSchema:
+			haveSchema = true
+		default:
+			return false
+		}
+	}
+	w.pos = 0
+	for w.more() {
+		num, _, _ := w.tag()
+		v, _ := w.bytes()
+		if num == 2 && !wm.metric(v, res) {
+			return false
+		}
+	}
+	return true
+}
+
+// metric reads a Metric (name 1, description 2, unit 3, gauge 5, sum 7)
+// and normalizes it as metricNormalizer.metric does.
+func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
+	var name, data []byte
+	var seen uint16
+	shape := metricShape{typ: pmetric.MetricTypeEmpty}
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || wt != wtLen {
+			return false
+		}
+		v, ok := w.bytes()
+		if !ok {
+			return false
+		}
+		switch num {
+		case 1, 2, 3, 5, 7, 9:
+		default:
+			return false
+		}
+		if seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		switch num {
+		case 1:
+			name = v
+		case 5:
+			data, shape.typ = v, pmetric.MetricTypeGauge
+		case 7:
+			data, shape.typ = v, pmetric.MetricTypeSum
+		case 9:
+			data, shape.typ = v, pmetric.MetricTypeHistogram
+		}
+	}
+	if n := seen & (1<<5 | 1<<7 | 1<<9); n&(n-1) != 0 {
+		return false // two data fields (pdata keeps the last): not a scraper's shape
+	}
+	// Gauge: data_points 1. Sum: data_points 1, aggregation_temporality 2,
+	// is_monotonic 3. Histogram: data_points 1, aggregation_temporality 2.
+	// pdata keeps the last of each scalar.
+	w = wireMsg{b: data}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok {
+			return false
+		}
+		switch {
+		case num == 1 && wt == wtLen:
+			if _, ok := w.bytes(); !ok {
+				return false
+			}
+			shape.points++
+		case (shape.typ == pmetric.MetricTypeSum && (num == 2 || num == 3) || shape.typ == pmetric.MetricTypeHistogram && num == 2) && wt == wtVarint:
+			v, ok := w.varint()
+			if !ok {
+				return false
+			}
+			if num == 2 {
+				shape.deltaSum = pmetric.AggregationTemporality(int32(v)) == pmetric.AggregationTemporalityDelta
+			}
+		default:
+			return false
+		}
+	}
+	// Every point is read, whatever the metric, so that a malformed one
+	// sends the payload to pdata even when normalization would skip it.
+	shape.name = wm.in.str(name)
+	spec, useStart, use := wm.n.start(shape)
+	if use {
+		wm.n.out.Samples = slices.Grow(wm.n.out.Samples, shape.points)
+	}
+	firstSample := len(wm.n.out.Samples)
+	p := 0
+	w.pos = 0
+	for w.more() {
+		num, _, _ := w.tag()
+		if num != 1 {
+			w.varint()
+			continue
+		}
+		v, _ := w.bytes()
+		if shape.typ == pmetric.MetricTypeHistogram {
+			if !checkHistogramPoint(v) {
+				return false
+			}
+			continue // ignored, counted by start
+		}
+		dp, ok := wm.point(v)
+		if !ok {
+			return false
+		}
+		if use {
+			wm.addSample(spec, useStart, shape.name, p, dp, res)
+		}
+		p++
+	}
+	if use {
+		wm.n.finish(spec, firstSample)
+	}
+	return true
+}
+
+// point reads a NumberDataPoint: start_time_unix_nano 2, time_unix_nano 3,
+// as_double 4, as_int 6, attributes 7, flags 8. Its attributes are left in
+// wm.attrs.
+func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
+	var dp numberPoint
+	wm.attrs = wm.attrs[:0]
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok {
+			return dp, false
+		}
+		switch {
+		case num == 7 && wt == wtLen:
+			v, ok := w.bytes()
+			if !ok {
+				return dp, false
+			}
+			kv, ok := readKV(v)
+			if !ok {
+				return dp, false
+			}
+			wm.attrs = append(wm.attrs, kv)
+		case (num == 2 || num == 3 || num == 4 || num == 6) && wt == wtI64:
+			v, ok := w.fixed64()
+			if !ok {
+				return dp, false
+			}
+			switch num {
+			case 2:
+				dp.start = v
+			case 3:
+				dp.time = v
+			case 4:
+				dp.valueType, dp.dblValue, dp.intValue = pmetric.NumberDataPointValueTypeDouble, math.Float64frombits(v), 0
+			case 6:
+				dp.valueType, dp.intValue, dp.dblValue = pmetric.NumberDataPointValueTypeInt, int64(v), 0
+			}
+		case num == 8 && wt == wtVarint:
+			v, ok := w.varint()
+			if !ok {
+				return dp, false
+			}
+			dp.flags = pmetric.DataPointFlags(uint32(v))
+		default:
+			return dp, false
+		}
+	}
+	return dp, true
+}
+
+// checkHistogramPoint checks a HistogramDataPoint, which normalization
+// only counts: start_time_unix_nano 2, time_unix_nano 3, count 4, sum 5,
+// bucket_counts 6, explicit_bounds 7, attributes 9, flags 10, min 11,
+// max 12 (6 and 7 packed or not).
+func checkHistogramPoint(b []byte) bool {
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok {
+			return false
+		}
+		switch {
+		case (num == 2 || num == 3 || num == 4 || num == 5 || num == 6 || num == 7 || num == 11 || num == 12) && wt == wtI64:
+			_, ok = w.fixed64()
+		case (num == 6 || num == 7) && wt == wtLen:
+			var v []byte
+			v, ok = w.bytes()
+			ok = ok && len(v)%8 == 0
+		case num == 9 && wt == wtLen:
+			var v []byte
+			if v, ok = w.bytes(); ok {
+				_, ok = readKV(v)
+			}
+		case num == 10 && wt == wtVarint:
+			_, ok = w.varint()
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// addSample normalizes one point whose attributes are in wm.attrs.
+func (wm *wireMetrics) addSample(spec metricSpec, useStart bool, name string, p int, dp numberPoint, res *metricRes) {
+	s, ok := wm.n.sample(spec, useStart, name, p, dp)
+	if !ok {
+		return
+	}
+	if spec.family == FamilyGPU {
+		var l gpuLabels
+		for _, kv := range wm.attrs {
+			if dst := l.field(string(kv.key)); dst != nil {
+				*dst = wm.in.str(kv.value)
+			}
+		}
+		s.Placement = l.placement(res)
+	} else {
+		var l engineLabels
+		for _, kv := range wm.attrs {
+			if dst := l.field(string(kv.key)); dst != nil {
+				*dst = wm.in.str(kv.value)
+			}
+		}
+		s.Model, s.Placement = l.placement(res)
+	}
+	wm.n.out.Samples = append(wm.n.out.Samples, s)
+}
+
+// MetricsRecord is MetricsDecoder.Record with a decoder of its own.
+func MetricsRecord(b []byte, enc Encoding) (Batch, error) {
+	var d MetricsDecoder
+	return d.Record(b, enc)
+}
