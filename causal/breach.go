@@ -295,9 +295,19 @@ func median(x []float64) float64 {
 // ok is false when no such segment exists (no change, or the series starts
 // in the breach already).
 func BreachStart(series []float64, minShift float64, opts *ChangePointOptions) (start int, ok bool) {
+	start, _, ok = BreachStretch(series, minShift, opts)
+	return start, ok
+}
+
+// BreachStretch is BreachStart with the breach's end: the first point of
+// the first later segment back within minShift of the first segment's
+// mean (the series recovered), or len(series) when it never did. A window
+// narrowed to [start, end) is the breach alone, not diluted by the
+// recovered time after it.
+func BreachStretch(series []float64, minShift float64, opts *ChangePointOptions) (start, end int, ok bool) {
 	cps := ChangePoints(series, opts)
 	if len(cps) == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	bounds := append(append([]int{0}, cps...), len(series))
 	mean := func(a, b int) float64 {
@@ -310,6 +320,51 @@ func BreachStart(series []float64, minShift float64, opts *ChangePointOptions) (
 	base := mean(bounds[0], bounds[1])
 	for i := 1; i+1 < len(bounds); i++ {
 		if mean(bounds[i], bounds[i+1]) > base+minShift {
+			end = len(series)
+			for j := i + 1; j+1 < len(bounds); j++ {
+				if mean(bounds[j], bounds[j+1]) <= base+minShift {
+					end = bounds[j]
+					break
+				}
+			}
+			return bounds[i], end, true
+		}
+	}
+	return 0, 0, false
+}
+
+// BreachRecovery finds a breach that was already on when the series began
+// and ended inside it (a fault from the first minutes of a window that
+// then recovered, which BreachStart cannot see: its yardstick, the first
+// segment, is the breach). With the segments of ChangePoints, when no
+// later segment exceeds the first by minShift but the first exceeds the
+// last by minShift, the breach runs until the first segment back within
+// minShift of the last: end is that segment's first point, and the points
+// from end on are the healthy baseline. ok is false otherwise.
+func BreachRecovery(series []float64, minShift float64, opts *ChangePointOptions) (end int, ok bool) {
+	cps := ChangePoints(series, opts)
+	if len(cps) == 0 {
+		return 0, false
+	}
+	bounds := append(append([]int{0}, cps...), len(series))
+	mean := func(a, b int) float64 {
+		var s float64
+		for _, v := range series[a:b] {
+			s += v
+		}
+		return s / float64(b-a)
+	}
+	first, last := mean(bounds[0], bounds[1]), mean(bounds[len(bounds)-2], bounds[len(bounds)-1])
+	for i := 1; i+1 < len(bounds); i++ {
+		if mean(bounds[i], bounds[i+1]) > first+minShift {
+			return 0, false // a breach that begins later: BreachStart's
+		}
+	}
+	if !(first > last+minShift) {
+		return 0, false
+	}
+	for i := 1; i+1 < len(bounds); i++ {
+		if mean(bounds[i], bounds[i+1]) <= last+minShift {
 			return bounds[i], true
 		}
 	}

@@ -145,6 +145,24 @@ func TestChangePoints(t *testing.T) {
 	if _, ok := BreachStart(s, 0.2, nil); ok {
 		t.Error("a drop reported as a breach")
 	}
+	// High from the start, then recovered: BreachRecovery's, ending at
+	// the drop; BreachStart's when a healthy stretch came first.
+	if end, ok := BreachRecovery(s, 0.2, nil); !ok || end < 39 || end > 41 {
+		t.Errorf("BreachRecovery = %d, %v; want 40", end, ok)
+	}
+	if end, ok := BreachRecovery(noisy(rng, []float64{1, 0.5, 0}, 30, 0.05), 0.2, nil); !ok || end < 59 || end > 61 {
+		t.Errorf("BreachRecovery over two steps down = %d, %v; want 60 (the first within the shift of the last)", end, ok)
+	}
+	up := noisy(rng, []float64{0, 1, 0}, 30, 0.1)
+	if _, ok := BreachRecovery(up, 0.5, nil); ok {
+		t.Error("BreachRecovery took a breach that began after a healthy stretch")
+	}
+	if _, ok := BreachRecovery(noisy(rng, []float64{0.1, 0}, 40, 0.02), 0.2, nil); ok {
+		t.Error("BreachRecovery took a drop smaller than the shift")
+	}
+	if _, ok := BreachRecovery(noisy(rng, []float64{0}, 80, 0.1), 0.2, nil); ok {
+		t.Error("BreachRecovery on flat noise")
+	}
 	// Flat noise: false splits are rare with the default penalty.
 	false_ := 0
 	for seed := uint64(0); seed < 200; seed++ {

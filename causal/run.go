@@ -43,6 +43,7 @@ type run struct {
 	splits        []*causeRun
 	spans         []float64       // arrivalSpans: window, baseline seconds
 	mediated      map[string]bool // mediates, memoized
+	qseries       *qseries        // quantileSeries, memoized
 
 	notes   []string
 	queries int
@@ -345,7 +346,7 @@ func (r *run) resolveBaseline() error {
 		r.base, r.baseSource = &pre, BaselinePreceding
 		return nil
 	}
-	start, ok, err := r.breachStart()
+	start, end, ok, err := r.breachStart()
 	if err != nil {
 		return err
 	}
@@ -359,6 +360,21 @@ func (r *run) resolveBaseline() error {
 		r.note("baseline from the window itself: %s %s turned worse at %s; window narrowed to %s", f.Level, EntityString(f.Entity), f.Stretch.Start.UTC().Format(time.RFC3339), fmtInterval(r.win))
 		return nil
 	}
+	if !ok && r.req.Focus == nil {
+		// A breach from the window's start that recovered inside it: the
+		// time after the recovery is the healthy yardstick.
+		end, rec, err := r.breachRecovery()
+		if err != nil {
+			return err
+		}
+		if rec {
+			b := Interval{Start: end, End: r.win.End}
+			r.base, r.baseSource = &b, BaselineChangePoint
+			r.win = Interval{Start: r.win.Start, End: end}
+			r.note("baseline from the window itself: the %v-quantile series was high from the window's start and recovered at %s; window narrowed to %s, the time after it the baseline", r.q, end.UTC().Format(time.RFC3339), fmtInterval(r.win))
+			return nil
+		}
+	}
 	if !ok {
 		r.baseSource = BaselineNone
 		r.note("no baseline: %d requests in the %s before the window and no change point inside it", n, r.cfg.BaselineLength)
@@ -366,17 +382,58 @@ func (r *run) resolveBaseline() error {
 	}
 	b := Interval{Start: r.win.Start, End: start}
 	r.base, r.baseSource = &b, BaselineChangePoint
-	r.win = Interval{Start: start, End: r.win.End}
-	r.note("baseline from the window itself: the %v-quantile series changes at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), fmtInterval(r.win))
+	recovered := end.Before(r.win.End)
+	r.win = Interval{Start: start, End: end}
+	if !recovered {
+		r.note("baseline from the window itself: the %v-quantile series changes at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), fmtInterval(r.win))
+	} else {
+		r.note("baseline from the window itself: the %v-quantile series changes at %s and recovers at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), fmtInterval(r.win))
+	}
 	return nil
 }
 
 // breachStart finds where the breach began inside the window from the
 // per-bucket log-quantile series (BreachStart).
-func (r *run) breachStart() (time.Time, bool, error) {
+func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
+	series, starts, err := r.quantileSeries()
+	if err != nil || len(series) == 0 {
+		return start, end, false, err
+	}
+	i, j, ok := BreachStretch(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	if !ok || !starts[i].After(r.win.Start) {
+		return start, end, false, nil
+	}
+	end = r.win.End
+	if j < len(starts) {
+		end = starts[j]
+	}
+	return starts[i], end, true, nil
+}
+
+// breachRecovery finds where a breach that was on from the window's start
+// ended inside it (BreachRecovery).
+func (r *run) breachRecovery() (time.Time, bool, error) {
+	series, starts, err := r.quantileSeries()
+	if err != nil || len(series) == 0 {
+		return time.Time{}, false, err
+	}
+	i, ok := BreachRecovery(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	if !ok || !starts[i].After(r.win.Start) {
+		return time.Time{}, false, nil
+	}
+	return starts[i], true, nil
+}
+
+// quantileSeries is the window's per-bucket log-quantile series (about 40
+// buckets of 100+ requests, at least 10 s; buckets of fewer than 50 rows
+// left out) and each bucket's start; memoized.
+func (r *run) quantileSeries() ([]float64, []time.Time, error) {
+	if r.qseries != nil {
+		return r.qseries.v, r.qseries.t, nil
+	}
 	n, err := r.count(r.winWhere())
 	if err != nil || n == 0 {
-		return time.Time{}, false, err
+		return nil, nil, err
 	}
 	span := r.win.End.Sub(r.win.Start)
 	// About 40 buckets, each expected to hold 100+ requests, at least 10 s.
@@ -402,17 +459,15 @@ FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), FormatFloat(r.q)
 		return nil
 	})
 	if err != nil {
-		return time.Time{}, false, err
+		return nil, nil, err
 	}
-	i, ok := BreachStart(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
-	if !ok {
-		return time.Time{}, false, nil
-	}
-	t := starts[i]
-	if !t.After(r.win.Start) {
-		return time.Time{}, false, nil
-	}
-	return t, true, nil
+	r.qseries = &qseries{series, starts}
+	return series, starts, nil
+}
+
+type qseries struct {
+	v []float64
+	t []time.Time
 }
 
 func (r *run) result() *Analysis {
