@@ -84,6 +84,13 @@ type Config struct {
 	// because the engine served slower, not because more work arrived, and
 	// the culprit ranks below every other culprit on that engine or GPU.
 	QueueDemandRise float64
+	// ScopeDemandRise is QueueDemandRise for a queue of the whole scope
+	// (1.2, the margin the breach rule calls material): a model's traffic
+	// comes from its clients, not from a router that may steer a share of
+	// it between engines, and near capacity a fifth more of it is a surge
+	// (at ×1.5 a model's +31% traffic was judged a symptom of the prefill
+	// load it caused). 0 means QueueDemandRise.
+	ScopeDemandRise float64
 	// EntityAlpha is the false-alarm rate of a sweep's entity breaches
 	// (0.01): an engine or host is a breach of its own when its tail count
 	// is that unlikely under its peers' rate, Bonferroni-corrected over
@@ -122,6 +129,7 @@ func DefaultConfig() Config {
 		SplitShare:          0.2,
 		DegradedHealth:      0.1,
 		QueueDemandRise:     1.5,
+		ScopeDemandRise:     1.2,
 		EntityAlpha:         0.01,
 		FocusShare:          0.5,
 		MaxScopes:           200,
@@ -179,6 +187,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.QueueDemandRise >= 0) || math.IsInf(c.QueueDemandRise, 0) {
 		bad("queue demand rise %v must be finite and >= 0", c.QueueDemandRise)
+	}
+	if !(c.ScopeDemandRise >= 0) || math.IsInf(c.ScopeDemandRise, 0) {
+		bad("scope demand rise %v must be finite and >= 0", c.ScopeDemandRise)
 	}
 	if !(c.EntityAlpha > 0 && c.EntityAlpha < 1) {
 		bad("entity alpha %v outside (0,1)", c.EntityAlpha)

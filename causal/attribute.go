@@ -301,13 +301,16 @@ func (r *run) judgeDemand(c *causeRun) error {
 		return nil
 	}
 	var nw, nb float64
-	where := "the scope"
+	where, need := "the scope", r.cfg.ScopeDemandRise
 	if es := r.engines[c.entityKey]; c.entityKey != "" && es != nil {
-		nw, nb, where = es.nw, es.nb, "engine "+es.key
+		nw, nb, where, need = es.nw, es.nb, "engine "+es.key, r.cfg.QueueDemandRise
 	} else {
 		for _, p := range r.placements {
 			nw, nb = nw+p.nw, nb+p.nb
 		}
+	}
+	if need == 0 {
+		need = r.cfg.QueueDemandRise
 	}
 	ws, bs, err := r.arrivalSpans()
 	if err != nil {
@@ -318,10 +321,10 @@ func (r *run) judgeDemand(c *causeRun) error {
 	}
 	wRate, bRate := nw/ws, nb/bs
 	rise := wRate / bRate
-	if rise < r.cfg.QueueDemandRise {
+	if rise < need {
 		c.cand.Symptom = true
 		c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s), below ×%v: the queue grew because requests were served slower, not because more arrived; it ranks below the other culprits there",
-			where, rise, wRate, bRate, r.cfg.QueueDemandRise))
+			where, rise, wRate, bRate, need))
 		return nil
 	}
 	c.cand.DemandRise = rise
