@@ -292,22 +292,7 @@ func TestAnalyzeDegradedHost(t *testing.T) {
 func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
 		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
-	st := chstoretest.Fresh(t)
-	ctx := context.Background()
-	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertGPUSamples(ctx, st.Conn(), s); err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	an, err := a.Analyze(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	an := analyzeWithSamples(t, s)
 	in := an.Incident
 	want := engineEntity(2, 0) // the GPU, and the engine it belongs to
 	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
@@ -329,6 +314,21 @@ func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 func TestAnalyzeHostWideThrottleWithIdleGPUs(t *testing.T) {
 	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
 		TPAllGPUs: true, IdleGPUs: 5, Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
+	an := analyzeWithSamples(t, s)
+	in := an.Incident
+	want := Entity{Host: hostName(2), Model: "llama-3-8b"}
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
+		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
+	}
+	if ev := strings.Join(in.Culprits[0].Evidence, "\n"); !strings.Contains(ev, "rose on 4 of the 4 GPUs of host node-2") {
+		t.Errorf("evidence %q", in.Culprits[0].Evidence)
+	}
+}
+
+// analyzeWithSamples analyses the second half hour of s over llama, with
+// the tensor-parallel engine's GPU samples (insertGPUSamples) beside it.
+func analyzeWithSamples(t *testing.T, s synthScenario) *Analysis {
+	t.Helper()
 	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
@@ -345,14 +345,7 @@ func TestAnalyzeHostWideThrottleWithIdleGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := an.Incident
-	want := Entity{Host: hostName(2), Model: "llama-3-8b"}
-	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
-		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
-	}
-	if ev := strings.Join(in.Culprits[0].Evidence, "\n"); !strings.Contains(ev, "rose on 4 of the 4 GPUs of host node-2") {
-		t.Errorf("evidence %q", in.Culprits[0].Evidence)
-	}
+	return an
 }
 
 // queueCandidate is the queue.saturation culprit's candidate, or fails.

@@ -305,24 +305,12 @@ func BreachStart(series []float64, minShift float64, opts *ChangePointOptions) (
 // narrowed to [start, end) is the breach alone, not diluted by the
 // recovered time after it.
 func BreachStretch(series []float64, minShift float64, opts *ChangePointOptions) (start, end int, ok bool) {
-	cps := ChangePoints(series, opts)
-	if len(cps) == 0 {
-		return 0, 0, false
-	}
-	bounds := append(append([]int{0}, cps...), len(series))
-	mean := func(a, b int) float64 {
-		var s float64
-		for _, v := range series[a:b] {
-			s += v
-		}
-		return s / float64(b-a)
-	}
-	base := mean(bounds[0], bounds[1])
-	for i := 1; i+1 < len(bounds); i++ {
-		if mean(bounds[i], bounds[i+1]) > base+minShift {
+	bounds, means := segments(series, opts)
+	for i := 1; i < len(means); i++ {
+		if means[i] > means[0]+minShift {
 			end = len(series)
-			for j := i + 1; j+1 < len(bounds); j++ {
-				if mean(bounds[j], bounds[j+1]) <= base+minShift {
+			for j := i + 1; j < len(means); j++ {
+				if means[j] <= means[0]+minShift {
 					end = bounds[j]
 					break
 				}
@@ -331,6 +319,24 @@ func BreachStretch(series []float64, minShift float64, opts *ChangePointOptions)
 		}
 	}
 	return 0, 0, false
+}
+
+// segments cuts series at its ChangePoints: each segment's first point
+// (bounds[0] = 0) and mean.
+func segments(series []float64, opts *ChangePointOptions) (bounds []int, means []float64) {
+	bounds = append([]int{0}, ChangePoints(series, opts)...)
+	for i, a := range bounds {
+		b := len(series)
+		if i+1 < len(bounds) {
+			b = bounds[i+1]
+		}
+		var s float64
+		for _, v := range series[a:b] {
+			s += v
+		}
+		means = append(means, s/float64(b-a))
+	}
+	return bounds, means
 }
 
 // BreachRecovery finds a breach that was already on when the series began
@@ -342,29 +348,21 @@ func BreachStretch(series []float64, minShift float64, opts *ChangePointOptions)
 // minShift of the last: end is that segment's first point, and the points
 // from end on are the healthy baseline. ok is false otherwise.
 func BreachRecovery(series []float64, minShift float64, opts *ChangePointOptions) (end int, ok bool) {
-	cps := ChangePoints(series, opts)
-	if len(cps) == 0 {
+	bounds, means := segments(series, opts)
+	if len(means) < 2 {
 		return 0, false
 	}
-	bounds := append(append([]int{0}, cps...), len(series))
-	mean := func(a, b int) float64 {
-		var s float64
-		for _, v := range series[a:b] {
-			s += v
-		}
-		return s / float64(b-a)
-	}
-	first, last := mean(bounds[0], bounds[1]), mean(bounds[len(bounds)-2], bounds[len(bounds)-1])
-	for i := 1; i+1 < len(bounds); i++ {
-		if mean(bounds[i], bounds[i+1]) > first+minShift {
+	first, last := means[0], means[len(means)-1]
+	for _, m := range means[1:] {
+		if m > first+minShift {
 			return 0, false // a breach that begins later: BreachStart's
 		}
 	}
 	if !(first > last+minShift) {
 		return 0, false
 	}
-	for i := 1; i+1 < len(bounds); i++ {
-		if mean(bounds[i], bounds[i+1]) <= last+minShift {
+	for i := 1; i < len(means); i++ {
+		if means[i] <= last+minShift {
 			return bounds[i], true
 		}
 	}
