@@ -325,6 +325,47 @@ func TestAnalyzeHostWideThrottleWithIdleGPUs(t *testing.T) {
 	}
 }
 
+// evicts: on an engine whose KV fault fills its cache, the prefix misses
+// rose only where the cache was full (evictions: the KV culprit's); on an
+// engine whose prefix cache stopped hitting, they rose where it had room
+// too (the prefix cache's own).
+func TestEvictsTellsEvictionsFromPrefixFault(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		want bool
+	}{{"kv", true}, {"prefix", false}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			s := synthScenario{Seed: 21, Duration: time.Hour, FaultFrom: 30 * time.Minute, PrefixHits: true,
+				Faults: []synthFault{{Kind: tc.kind, Host: 1, GPU: 1}}}
+			a := synthAnalyzer(ctx, t, s)
+			base := window(0, 30*time.Minute)
+			r, err := a.newRun(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour), Baseline: &base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.resolveBaseline(); err != nil {
+				t.Fatal(err)
+			}
+			kv, _ := a.dag.Node("kv_usage")
+			pm, _ := a.dag.Node("prefix_miss")
+			r.causes = []*causeRun{
+				{node: kv, exposed: "(" + kv.Exposed + ")", cand: Candidate{Cause: CauseKVPreemption}},
+				{node: pm, cand: Candidate{Cause: CausePrefixMiss}},
+			}
+			e := engineEntity(1, 1)
+			got := r.evicts(Culprit{Cause: CauseKVPreemption, Entity: e}, Culprit{Cause: CausePrefixMiss, Entity: e})
+			if got != tc.want {
+				t.Errorf("evicts = %v, want %v (notes %q)", got, tc.want, r.notes)
+			}
+			if !slices.ContainsFunc(r.notes, func(n string) bool { return strings.HasPrefix(n, "evictions: ") }) {
+				t.Errorf("no evictions note in %q", r.notes)
+			}
+		})
+	}
+}
+
 // analyzeWithSamples analyses the second half hour of s over llama, with
 // the tensor-parallel engine's GPU samples (insertGPUSamples) beside it.
 func analyzeWithSamples(t *testing.T, s synthScenario) *Analysis {

@@ -140,3 +140,86 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 	}
 	return f.Coef[1] * dx / dy, mWin, mBase, nil
 }
+
+// EvictedShare is how much of a prefix-miss culprit's shift may remain
+// among the requests that found the KV cache with room for the misses to
+// count as the KV culprit's evictions (evicts).
+const EvictedShare = 0.5
+
+// evicts reports whether a prefix-miss culprit's shift is the KV
+// culprit's doing: a full cache evicts cached prefixes, so misses caused
+// by KV pressure appear where the cache was full and not where it had
+// room, while a prefix cache that stops hitting on its own misses
+// everywhere. On the culprits' entity (the scope when both act on it), the
+// miss ratio's shift from the baseline among the requests not exposed to
+// the KV cause (KV below 0.9, no preemption) is compared with its shift
+// among all: below EvictedShare of it — or nearly every window request
+// exposed (fewer than 30 not), where nothing tells the two apart — the
+// misses are evictions. False without a baseline; memoized.
+func (r *run) evicts(kv, prefix Culprit) bool {
+	if r.base == nil {
+		return false
+	}
+	key := "evicts\x00" + EntityString(kv.Entity) + "\x00" + EntityString(prefix.Entity)
+	if v, ok := r.mediated[key]; ok {
+		return v
+	}
+	v, err := r.evictedShift(kv, prefix)
+	if err != nil {
+		r.note("evictions %s → %s: %v", kv.Cause, prefix.Cause, err)
+	}
+	if r.mediated == nil {
+		r.mediated = map[string]bool{}
+	}
+	r.mediated[key] = err == nil && v
+	return err == nil && v
+}
+
+func (r *run) evictedShift(kv, prefix Culprit) (bool, error) {
+	var ex, miss string
+	for _, c := range r.causes {
+		switch {
+		case c.cand.Cause == kv.Cause && c.cand.Skipped == "" && ex == "":
+			ex = c.exposed
+		case c.cand.Cause == prefix.Cause && c.cand.Skipped == "" && miss == "":
+			miss = "toFloat64(" + c.node.Expr + ")"
+		}
+	}
+	if ex == "" || miss == "" {
+		return false, fmt.Errorf("no measured KV exposure or miss ratio")
+	}
+	where := r.pooledWhere() + " AND isFinite(" + miss + ")"
+	switch e := prefix.Entity; {
+	case e.GPU != "":
+		where += " AND gpu = " + QuoteString(e.GPU)
+	case e.Pod != "" || e.Engine != "":
+		where += " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
+	case e.Host != "":
+		where += " AND host = " + QuoteString(e.Host)
+	}
+	win, base := r.inWin(), inInterval(*r.base)
+	q := fmt.Sprintf(`SELECT toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(avgIf(%[1]s, %[2]s AND NOT %[4]s)), toFloat64(avgIf(%[1]s, %[3]s AND NOT %[4]s)),
+    toFloat64(countIf(%[2]s)), toFloat64(countIf(%[2]s AND NOT %[4]s)), toFloat64(countIf(%[3]s AND NOT %[4]s))
+FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
+	row, err := r.floats("evictions", q, 7)
+	if err != nil {
+		return false, err
+	}
+	w, b, wRoom, bRoom, nWin, nWinRoom, nBaseRoom := row[0], row[1], row[2], row[3], row[4], row[5], row[6]
+	shift := w - b
+	if !(shift > 0) || nWin == 0 {
+		return false, nil
+	}
+	on := EntityString(prefix.Entity)
+	if on == "" {
+		on = "the scope"
+	}
+	if nWinRoom < 30 || nBaseRoom < 30 {
+		r.note("evictions: %.0f of %.0f window requests on %s found the KV cache with room: the prefix misses cannot be told from evictions", nWinRoom, nWin, on)
+		return nWinRoom < 0.2*nWin, nil
+	}
+	share := (wRoom - bRoom) / shift
+	r.note("evictions: the miss ratio on %s rose %.3g overall and %.3g where the KV cache had room (%.0f%%)", on, shift, wRoom-bRoom, 100*share)
+	return share < EvictedShare, nil
+}
+

@@ -90,7 +90,7 @@ func TestOrderByMechanism(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]Culprit(nil), tc.in...)
-			got := orderByMechanism(g, in, cands(tc.in, tc.nodes...), nil)
+			got := orderByMechanism(g, in, cands(tc.in, tc.nodes...), nil, nil)
 			if g, w := order(got), tc.want; len(g) != len(w) || g[0] != w[0] || g[1] != w[1] {
 				t.Errorf("order %v, want %v", g, w)
 			}
@@ -144,7 +144,7 @@ func TestOrderByMechanismMediated(t *testing.T) {
 			asked = append(asked, up+"→"+down)
 			return tc.mediated
 		}
-		got := orderByMechanism(g, append([]Culprit(nil), in...), cs, med)
+		got := orderByMechanism(g, append([]Culprit(nil), in...), cs, med, nil)
 		if got[0].Cause != tc.want {
 			t.Errorf("mediated %v: first %s, want %s", tc.mediated, got[0].Cause, tc.want)
 		}
@@ -230,5 +230,32 @@ func TestFocusScopeWideFirst(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// KV pressure ranks before the prefix-cache misses on its engine when
+// evicts says they are its evictions; otherwise the order stays.
+func TestOrderByMechanismEvictions(t *testing.T) {
+	g, err := DefaultDAG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := Entity{Host: "h", Engine: "0", Pod: "p", Model: "m"}
+	in := []Culprit{{Cause: CausePrefixMiss, Entity: pod, AttributableFraction: 0.99}, {Cause: CauseKVPreemption, Entity: pod, AttributableFraction: 0.9}}
+	cs := []Candidate{{Cause: CausePrefixMiss, Entity: pod, Node: "prefix_miss", Culprit: true}, {Cause: CauseKVPreemption, Entity: pod, Node: "kv_usage", Culprit: true}}
+	for _, evicted := range []bool{true, false} {
+		got := orderByMechanism(g, append([]Culprit(nil), in...), cs, nil, func(kv, prefix Culprit) bool {
+			if kv.Cause != CauseKVPreemption || prefix.Cause != CausePrefixMiss {
+				t.Errorf("evicts(%s, %s)", kv.Cause, prefix.Cause)
+			}
+			return evicted
+		})
+		want := CausePrefixMiss
+		if evicted {
+			want = CauseKVPreemption
+		}
+		if got[0].Cause != want || got[0].Rank != 1 {
+			t.Errorf("evicted %v: first %s (rank %d), want %s", evicted, got[0].Cause, got[0].Rank, want)
+		}
 	}
 }

@@ -516,7 +516,7 @@ func (r *run) result() *Analysis {
 		}
 		RankCulprits(cs)
 		cs = dedupeCulprits(cs, an.Candidates)
-		cs = orderByMechanism(r.a.dag, cs, an.Candidates, r.mediates)
+		cs = orderByMechanism(r.a.dag, cs, an.Candidates, r.mediates, r.evicts)
 		an.Queries, an.QueryTime, an.Notes = r.queries, r.qtime, r.notes
 		if f := r.req.Focus; f != nil {
 			cs = focusCulprits(cs, an.Candidates, f.Entity)
@@ -629,13 +629,19 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     either acts on the whole scope: that other culprit
 //     slowed the service the queue waits for. This rule wins over the
 //     others.
+//   - KV pressure before the prefix-cache misses it causes (evicts): a
+//     full cache evicts the cached prefixes, so a prefix-miss culprit on
+//     the same reach whose shift is absent where the cache had room ranks
+//     below the KV culprit. (No DAG edge: a prefix cache that stops
+//     hitting fills the KV cache too, and the edge cost prefix faults
+//     their rank in tuning runs.)
 //   - entity.degraded ("slow and no measured mechanism explains it") ranks
 //     below every measured mechanism that is a culprit on the same engine
 //     or GPU, or on any engine or GPU of a degraded host: that mechanism
 //     explains at least part of it.
 //
 // Ranks are renumbered; the order is otherwise kept.
-func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool) []Culprit {
+func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool, evicts func(kv, prefix Culprit) bool) []Culprit {
 	if len(cs) < 2 {
 		return cs
 	}
@@ -688,6 +694,8 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upN
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
+		case a.Cause == CausePrefixMiss && b.Cause == CauseKVPreemption && sameReach(a.Entity, b.Entity) && evicts != nil && evicts(b, a):
+			return true // a full cache evicts the cached prefixes: the misses are the KV fault's
 		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
 			(b.AttributableFraction >= 0.3*a.AttributableFraction || mediates != nil && mediates(nodes[j], nodes[i], b, a)):
 			// Upstream first: b's mechanism drives a's. b's share of the

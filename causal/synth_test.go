@@ -62,13 +62,20 @@ type synthScenario struct {
 	// also reports gpu_util (0.9 busy, 0 idle).
 	TPAllGPUs bool
 	IdleGPUs  int
+	// PrefixHits makes the prefix cache matter: a prompt's uncached share
+	// is prefilled (+20 ms per uncached prompt token), a full KV cache (KV ≥ 0.9)
+	// evicts the cached prefixes (hit ratio 0.5 → 0.05; a KV fault's own
+	// preemption cost is then smaller than the misses'), and a "prefix"
+	// ("prefix_all") fault stops the engine's (every engine's) cache
+	// hitting whatever its KV usage.
+	PrefixHits bool
 	FaultFrom time.Duration // offset from Start
 	FaultTo   time.Duration // 0: until the end
 	Faults    []synthFault
 }
 
 type synthFault struct {
-	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue"
+	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue", "prefix", "prefix_all"
 	Host   int
 	GPU    int
 	From   time.Duration // 0: scenario's FaultFrom
@@ -250,7 +257,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		temp := 62 + 4*rng.NormFloat64()
 		pcie := 2e9 * (1 + 0.2*rng.NormFloat64())
 		dram := 0.4 + 0.05*rng.NormFloat64()
-		kvFault, degraded := false, 1.0
+		kvFault, prefixFault, degraded := false, false, 1.0
 		for _, f := range s.Faults {
 			if !s.active(f, off) {
 				continue
@@ -262,6 +269,10 @@ func (g *synthGen) next(max int) *synthBlock {
 				if f.Factor > 0 {
 					longShare = f.Factor
 				}
+			case "prefix":
+				prefixFault = prefixFault || on
+			case "prefix_all": // every engine's prefix cache
+				prefixFault = true
 			case "kv":
 				kvFault = kvFault || on
 			case "thermal":
@@ -317,10 +328,22 @@ func (g *synthGen) next(max int) *synthBlock {
 		}
 		kv = math.Min(1, math.Max(0, kv))
 		prefill := 0.08*prompt + prompt*prompt/200000
+		hit := func() float64 { return 0.5 + 0.05*rng.NormFloat64() } // drawn where it always was
+		if s.PrefixHits {
+			h := 0.5 + 0.05*rng.NormFloat64()
+			if prefixFault || kv >= 0.9 {
+				h = 0.05 + 0.02*rng.NormFloat64()
+			}
+			prefill += 20 * prompt * (1 - h)
+			hit = func() float64 { return h }
+		}
 		if kvFault && kv >= 0.9 {
 			preempt = poisson(rng, 5)
 			preemptMS = preempt * (prefill + 0.08*completion/2 + 600)
 			tpotFactor *= 2.5
+			if s.PrefixHits { // the evicted prefixes' misses are the larger cost
+				preemptMS, tpotFactor = preempt*100, tpotFactor/2.5*1.5
+			}
 		}
 		tpot := 18 * (1 + 0.025*running) * (1 + prompt/8000) / clock * tpotFactor
 		queue := 200 * waiting
@@ -361,7 +384,7 @@ func (g *synthGen) next(max int) *synthBlock {
 			"e2e_ms": e2e, "ttft_ms": ttft, "queue_ms": queue * noise, "prefill_ms": prefill * noise,
 			"decode_ms": decode * noise, "tpot_ms": tpot * noise, "running_at_arrival": running,
 			"waiting_at_arrival": waiting, "kv_usage_at_arrival": kv * 0.9, "kv_usage_max": kv,
-			"preemptions_during": preempt, "prefix_hit_ratio": 0.5 + 0.05*rng.NormFloat64(),
+			"preemptions_during": preempt, "prefix_hit_ratio": hit(),
 			"engine_prompt_tps": 8000 + 1500*rng.NormFloat64() + 20000*batchLong,
 			// The engine's mix: the mean prompt of the lognormal mixture
 			// the requests are drawn from, measured over a scrape interval.
