@@ -222,4 +222,3 @@ FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
 	r.note("evictions: the miss ratio on %s rose %.3g overall and %.3g where the KV cache had room (%.0f%%)", on, shift, wRoom-bRoom, 100*share)
 	return share < EvictedShare, nil
 }
-

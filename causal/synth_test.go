@@ -69,9 +69,9 @@ type synthScenario struct {
 	// ("prefix_all") fault stops the engine's (every engine's) cache
 	// hitting whatever its KV usage.
 	PrefixHits bool
-	FaultFrom time.Duration // offset from Start
-	FaultTo   time.Duration // 0: until the end
-	Faults    []synthFault
+	FaultFrom  time.Duration // offset from Start
+	FaultTo    time.Duration // 0: until the end
+	Faults     []synthFault
 }
 
 type synthFault struct {
