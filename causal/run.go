@@ -43,6 +43,7 @@ type run struct {
 	splits        []*causeRun
 	spans         []float64       // arrivalSpans: window, baseline seconds
 	mediated      map[string]bool // mediates, memoized
+	gofit         goFits          // the fits' columns and sums in Go (colfit.go)
 
 	notes   []string
 	queries int

@@ -1,0 +1,919 @@
+package causal
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// The Go fits: the two passes of a Design (SuffStatsSQL, MeatSQL) computed
+// in Go from columns read once per analysis, instead of by ClickHouse from
+// generated SQL (DESIGN.md "Cost"). The frame holds the rows of the run's
+// pooled scope in its snapshot, one column per atom (colterm.go): the node
+// expressions, the outcome's tail indicator and logarithm, the window
+// indicator and the factor labels; the regressors (hinges, products,
+// guards, indicators) are evaluated from them block by block in the
+// passes. The first pass returns the GroupRows the SQL would, the second
+// the row of MeatColumns, so everything downstream (AssembleSuffStats,
+// FitOLS, ParseMeats) is shared with the SQL path.
+
+const (
+	frameChunk = 1 << 16 // rows per chunk of the frame (and per row of a frame read)
+	fitBlock   = 4096    // rows per block of the Go passes (the columns of a block stay in L2)
+	// frameReadValues bounds the values one frame read carries (the
+	// server holds them in groupArray states until the read ends): at
+	// most 32M values (256 MiB), in several reads beyond.
+	frameReadValues = 32 << 20
+	// maxGroupKeys bounds the label combinations of a Go first pass.
+	maxGroupKeys = 1 << 20
+)
+
+// errNoGoFit says why a design runs in SQL instead (wrapped with the
+// reason); errFrameRead that the frame could not be read.
+var (
+	errNoGoFit   = errors.New("no Go fit")
+	errFrameRead = errors.New("read the frame")
+)
+
+// goFits is a run's state of the Go fits.
+type goFits struct {
+	frame *colFrame
+	err   error         // the frame could not be read: SQL for the rest of the run
+	time  time.Duration // spent in the Go passes
+	sql   int           // passes run in SQL
+}
+
+func (g *goFits) summary() Fits {
+	f := Fits{Go: g.time, SQL: g.sql}
+	if g.frame != nil {
+		f.FrameBytes = g.frame.bytes
+	}
+	return f
+}
+
+// colFrame is the columnar read of one run's rows (Where = base) from its
+// snapshot. Chunks keep the order of the snapshot (read with one thread);
+// every read checks the rows and their order against the first (per chunk:
+// count and a position-weighted hash of uid).
+type colFrame struct {
+	base   string
+	chunks []int // rows per chunk
+	check  []uint64
+	nums   map[string][]colPart // Float64 atoms, per chunk
+	labels map[string]*labelCol // String atoms (toString(expr))
+	bytes  int64
+	reads  int
+}
+
+// colPart is one chunk of a Float64 column in the narrowest exact type:
+// 0/1 as bytes, float32 when every value converts back unchanged.
+type colPart struct {
+	f64 []float64
+	f32 []float32
+	u8  []uint8
+}
+
+type labelCol struct {
+	dict  []string          // code i+1 is dict[i]; 0 is never read
+	code  map[string]uint32 // dict → code
+	parts [][]uint32
+}
+
+func (r *run) goFitsOn() bool {
+	return !r.cfg.SQLFits && r.a.snap != nil && r.table() == snapshotTable
+}
+
+// goDesign is a Design compiled against the frame.
+type goDesign struct {
+	d       Design
+	conds   []*colTerm // the conjuncts of Where beyond the frame's base
+	cols    []*colTerm // regressors, outcomes, sums (the order of rowsSQL's finite check)
+	c, k, m int
+	factors []*labelCol
+	stride  []int // group key = Σ code_f · stride_f
+	keys    int   // number of keys
+	levels  [][]int
+}
+
+// compileDesign compiles d for the Go passes, reading the atoms the frame
+// lacks; errNoGoFit when d reads other rows than the frame's.
+func (r *run) compileDesign(d Design) (*goDesign, error) {
+	if d.Table != snapshotTable {
+		return nil, fmt.Errorf("%w: table %s", errNoGoFit, d.Table)
+	}
+	base := r.pooledWhere()
+	rest, ok := strings.CutPrefix(d.Where, base)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, " AND ")) {
+		return nil, fmt.Errorf("%w: the rows are not the pooled scope's", errNoGoFit)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	tc := r.termCompiler()
+	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
+	for _, s := range conjuncts(strings.TrimPrefix(rest, " AND ")) {
+		g.conds = append(g.conds, tc.condition(s))
+	}
+	for _, x := range slices.Concat(d.Regressors, d.Outcomes, d.Sums) {
+		g.cols = append(g.cols, tc.compile(x))
+	}
+	nums, labels := map[string]bool{}, map[string]bool{}
+	for _, t := range slices.Concat(g.conds, g.cols) {
+		t.atoms(nums, labels)
+	}
+	for _, f := range d.Factors {
+		labels["toString("+f.Expr+")"] = true
+	}
+	if r.gofit.frame == nil {
+		r.gofit.frame = &colFrame{base: base, nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+		// The first read takes the atoms every design of the run may use,
+		// so that later designs find them.
+		for _, n := range r.a.dag.Nodes() {
+			if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
+				continue
+			}
+			if n.Categorical {
+				labels["toString("+n.Expr+")"] = true
+				continue
+			}
+			tc.compile(n.Covariate()).atoms(nums, labels)
+			tc.compile(n.Treatment()).atoms(nums, labels)
+		}
+		for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
+			tc.compile(x).atoms(nums, labels)
+		}
+	}
+	if err := r.readFrame(nums, labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFrameRead, err)
+	}
+	g.keys = 1
+	for _, f := range d.Factors {
+		lc := r.gofit.frame.labels["toString("+f.Expr+")"]
+		lv := make([]int, len(lc.dict)+1)
+		for i := range lv {
+			lv[i] = -1
+		}
+		g.factors = append(g.factors, lc)
+		g.stride = append(g.stride, g.keys)
+		g.keys *= len(lc.dict) + 1
+		if g.keys > maxGroupKeys {
+			return nil, fmt.Errorf("%w: %d label combinations", errNoGoFit, g.keys)
+		}
+		g.levels = append(g.levels, lv)
+	}
+	at := g.c
+	for f, fa := range d.Factors {
+		for _, l := range fa.Levels {
+			if code, ok := g.factors[f].code[l]; ok {
+				g.levels[f][code] = at
+			}
+			at++
+		}
+	}
+	return g, nil
+}
+
+func (r *run) termCompiler() termCompiler {
+	labels := map[string]bool{}
+	for _, c := range []string{"host", "pod", "engine", "gpu", "model", "service"} {
+		labels[c] = true
+	}
+	for _, n := range r.a.dag.Nodes() {
+		if n.Categorical && n.Expr != "" {
+			labels[n.Expr] = true
+		}
+	}
+	return termCompiler{labels: labels}
+}
+
+// readFrame reads the atoms the frame lacks.
+func (r *run) readFrame(nums, labels map[string]bool) error {
+	f := r.gofit.frame
+	var newNums, newLabels []string
+	for a := range nums {
+		if _, ok := f.nums[a]; !ok {
+			newNums = append(newNums, a)
+		}
+	}
+	for a := range labels {
+		if _, ok := f.labels[a]; !ok {
+			newLabels = append(newLabels, a)
+		}
+	}
+	slices.Sort(newNums)
+	slices.Sort(newLabels)
+	if len(newNums)+len(newLabels) == 0 {
+		return nil
+	}
+	from := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	if len(newLabels) > 0 {
+		sel := make([]string, len(newLabels))
+		for i, a := range newLabels {
+			sel[i] = "arraySort(groupUniqArray(" + a + "))"
+		}
+		dicts := make([][]string, len(newLabels))
+		dest := make([]any, len(newLabels))
+		for i := range dicts {
+			dest[i] = &dicts[i]
+		}
+		q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from
+		if err := r.query("frame labels", q, func(rows Rows) error { return rows.Scan(dest...) }); err != nil {
+			return err
+		}
+		for i, a := range newLabels {
+			lc := &labelCol{dict: dicts[i], code: map[string]uint32{}}
+			for j, l := range lc.dict {
+				lc.code[l] = uint32(j + 1)
+			}
+			f.labels[a] = lc
+		}
+	}
+	type col struct {
+		sql   string // selected expression
+		num   string // the Float64 atom, or
+		label string // the label whose codes it carries
+	}
+	var cols []col
+	for _, a := range newNums {
+		cols = append(cols, col{sql: a, num: a})
+	}
+	for _, a := range newLabels {
+		lc := f.labels[a]
+		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
+		for i, l := range lc.dict {
+			ds[i], cs[i] = QuoteString(l), strconv.Itoa(i+1)
+		}
+		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
+	}
+	rows := 0
+	for _, n := range f.chunks {
+		rows += n
+	}
+	per := len(cols)
+	if rows > 0 {
+		per = max(1, frameReadValues/rows)
+	}
+	for len(cols) > 0 {
+		batch := cols[:min(per, len(cols))]
+		cols = cols[len(batch):]
+		sel := make([]string, len(batch))
+		inner := make([]string, len(batch))
+		for i, c := range batch {
+			inner[i] = c.sql + " AS tc_a" + strconv.Itoa(i)
+			sel[i] = "reinterpret(groupArray(tc_a" + strconv.Itoa(i) + "), 'String')"
+		}
+		// One thread reads the Memory table in the order it was written:
+		// rowNumberInAllBlocks numbers the rows alike in every read.
+		q := fmt.Sprintf("SELECT intDiv(tc_row, %d) AS tc_chunk, count(), sum(cityHash64(uid) * (tc_row + 1)), %s\nFROM (SELECT rowNumberInAllBlocks() AS tc_row, uid, %s FROM %s)\nGROUP BY tc_chunk\nSETTINGS max_threads = 1",
+			frameChunk, strings.Join(sel, ", "), strings.Join(inner, ", "), from)
+		got := map[uint64]bool{}
+		var chunks []int
+		var checks []uint64
+		first := f.chunks == nil
+		bufs := make([]string, len(batch))
+		err := r.query("frame", q, func(rows Rows) error {
+			var ci, n, check uint64
+			dest := []any{&ci, &n, &check}
+			for i := range bufs {
+				dest = append(dest, &bufs[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			if got[ci] {
+				return fmt.Errorf("chunk %d twice", ci)
+			}
+			got[ci] = true
+			if int(ci) >= len(chunks) {
+				chunks = append(chunks, make([]int, int(ci)+1-len(chunks))...)
+				checks = append(checks, make([]uint64, int(ci)+1-len(checks))...)
+			}
+			chunks[ci], checks[ci] = int(n), check
+			for i, c := range batch {
+				if err := f.store(c.num, c.label, int(ci), int(n), bufs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(got) != len(chunks) {
+			return fmt.Errorf("frame read: %d of %d chunks", len(got), len(chunks))
+		}
+		if first {
+			f.chunks, f.check = chunks, checks
+		} else if !slices.Equal(chunks, f.chunks) || !slices.Equal(checks, f.check) {
+			return errors.New("frame read: the snapshot's rows came in another order than in the first read")
+		}
+		f.reads++
+	}
+	r.a.log.Debug("causal frame", "rows", rows, "numeric", len(f.nums), "labels", len(f.labels), "bytes", f.bytes)
+	return nil
+}
+
+// store keeps chunk ci (n rows) of an atom from its raw little-endian bytes.
+func (f *colFrame) store(num, label string, ci, n int, raw string) error {
+	if label != "" {
+		if len(raw) != 4*n {
+			return fmt.Errorf("frame read %s: %d bytes for %d rows", label, len(raw), n)
+		}
+		lc := f.labels[label]
+		if len(lc.parts) <= ci {
+			lc.parts = append(lc.parts, make([][]uint32, ci+1-len(lc.parts))...)
+		}
+		p := make([]uint32, n)
+		for i := range p {
+			p[i] = le32(raw[4*i:])
+		}
+		lc.parts[ci] = p
+		f.bytes += int64(4 * n)
+		return nil
+	}
+	if len(raw) != 8*n {
+		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
+	}
+	v := make([]float64, n)
+	bits, f32 := true, true
+	for i := range v {
+		x := math.Float64frombits(le64(raw[8*i:]))
+		v[i] = x
+		bits = bits && (x == 1 || x == 0 && !math.Signbit(x))
+		f32 = f32 && (float64(float32(x)) == x || math.IsNaN(x))
+	}
+	var p colPart
+	switch {
+	case bits:
+		p.u8 = make([]uint8, n)
+		for i, x := range v {
+			if x == 1 {
+				p.u8[i] = 1
+			}
+		}
+		f.bytes += int64(n)
+	case f32:
+		p.f32 = make([]float32, n)
+		for i, x := range v {
+			p.f32[i] = float32(x)
+		}
+		f.bytes += int64(4 * n)
+	default:
+		p.f64 = v
+		f.bytes += int64(8 * n)
+	}
+	parts := f.nums[num]
+	if len(parts) <= ci {
+		parts = append(parts, make([]colPart, ci+1-len(parts))...)
+	}
+	parts[ci] = p
+	f.nums[num] = parts
+	return nil
+}
+
+// scratch hands out block-sized buffers to term evaluation.
+type scratch struct{ free [][]float64 }
+
+func (s *scratch) get() []float64 {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
+		return b
+	}
+	return make([]float64, fitBlock)
+}
+
+func (s *scratch) put(b []float64) { s.free = append(s.free, b) }
+
+// eval writes term t over rows [lo, lo+len(dst)) of chunk ci into dst.
+func (f *colFrame) eval(t *colTerm, ci, lo int, dst []float64, s *scratch) {
+	n := len(dst)
+	switch t.kind {
+	case termConst:
+		for i := range dst {
+			dst[i] = t.v
+		}
+	case termAtom:
+		p := f.nums[t.atom][ci]
+		switch {
+		case p.u8 != nil:
+			for i, x := range p.u8[lo : lo+n] {
+				dst[i] = float64(x)
+			}
+		case p.f32 != nil:
+			for i, x := range p.f32[lo : lo+n] {
+				dst[i] = float64(x)
+			}
+		default:
+			copy(dst, p.f64[lo:lo+n])
+		}
+	case termHinge:
+		// ClickHouse's greatest(a, b) is a > b ? a : b (NaN gives 0).
+		f.eval(t.args[0], ci, lo, dst, s)
+		for i, x := range dst {
+			if x -= t.v; x > 0 {
+				dst[i] = x
+			} else {
+				dst[i] = 0
+			}
+		}
+	case termGuard:
+		f.eval(t.args[0], ci, lo, dst, s)
+		for i, x := range dst {
+			if !finite(x) {
+				dst[i] = 0
+			}
+		}
+	case termProd:
+		f.eval(t.args[0], ci, lo, dst, s)
+		tmp := s.get()[:n]
+		for _, a := range t.args[1:] {
+			f.eval(a, ci, lo, tmp, s)
+			for i, x := range tmp {
+				dst[i] *= x
+			}
+		}
+		s.put(tmp[:cap(tmp)])
+	case termOneMinus:
+		f.eval(t.args[0], ci, lo, dst, s)
+		for i, x := range dst {
+			dst[i] = 1 - x
+		}
+	case termEq:
+		lc := f.labels[t.atom]
+		want, ok := lc.code[t.lit]
+		codes := lc.parts[ci][lo : lo+n]
+		for i, c := range codes {
+			if ok && c == want {
+				dst[i] = 1
+			} else {
+				dst[i] = 0
+			}
+		}
+	case termFinite:
+		f.eval(t.args[0], ci, lo, dst, s)
+		for i, x := range dst {
+			if finite(x) {
+				dst[i] = 1
+			} else {
+				dst[i] = 0
+			}
+		}
+	}
+}
+
+// block is a worker's view of one block: the selected rows' columns,
+// sorted by group (segments), reused from block to block.
+type block struct {
+	s      scratch
+	raw    [][]float64 // per design column, all rows of the block
+	packed [][]float64 // per design column, the selected rows sorted by group
+	mask   []bool
+	acc    []float64
+	key    []int32 // per row: the group key, -1 when not selected
+	gid    []int32 // key → worker group index + 1
+	groups []int   // worker group index → key
+	count  []int   // per worker group: selected rows of the block
+	start  []int
+	order  []int // worker group indices present in the block, in first-seen order
+}
+
+// fill evaluates g over rows [lo, lo+n) of chunk ci, selects and sorts them.
+func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) {
+	if b.raw == nil {
+		b.raw = make([][]float64, len(g.cols))
+		b.packed = make([][]float64, len(g.cols))
+		for j := range b.raw {
+			b.raw[j] = make([]float64, fitBlock)
+			b.packed[j] = make([]float64, fitBlock)
+		}
+		b.mask, b.acc, b.key = make([]bool, fitBlock), make([]float64, fitBlock), make([]int32, fitBlock)
+		b.gid = make([]int32, g.keys)
+	}
+	mask := b.mask[:n]
+	for i := range mask {
+		mask[i] = true
+	}
+	tmp := b.s.get()[:n]
+	for _, t := range g.conds {
+		f.eval(t, ci, lo, tmp, &b.s)
+		for i, x := range tmp {
+			mask[i] = mask[i] && x != 0
+		}
+	}
+	b.s.put(tmp[:cap(tmp)])
+	acc := b.acc[:n]
+	for j, t := range g.cols {
+		col := b.raw[j][:n]
+		f.eval(t, ci, lo, col, &b.s)
+		if j == 0 {
+			copy(acc, col)
+		} else {
+			for i, x := range col {
+				acc[i] += x
+			}
+		}
+	}
+	key := b.key[:n]
+	for i := range key {
+		key[i] = 0
+	}
+	for fi, lc := range g.factors {
+		st := int32(g.stride[fi])
+		for i, c := range lc.parts[ci][lo : lo+n] {
+			key[i] += int32(c) * st
+		}
+	}
+	b.order = b.order[:0]
+	for i, x := range acc {
+		if !mask[i] || !finite(x) {
+			key[i] = -1
+			continue
+		}
+		w := b.gid[key[i]]
+		if w == 0 {
+			b.groups = append(b.groups, int(key[i]))
+			b.count = append(b.count, 0)
+			b.start = append(b.start, 0)
+			w = int32(len(b.groups))
+			b.gid[key[i]] = w
+		}
+		if b.count[w-1] == 0 {
+			b.order = append(b.order, int(w-1))
+		}
+		b.count[w-1]++
+		key[i] = w - 1
+	}
+	at := 0
+	for _, w := range b.order {
+		b.start[w] = at
+		at += b.count[w]
+	}
+	for i, w := range key {
+		if w < 0 {
+			continue
+		}
+		pos := b.start[w]
+		b.start[w]++
+		for j := range g.cols {
+			b.packed[j][pos] = b.raw[j][i]
+		}
+	}
+	at = 0
+	for _, w := range b.order {
+		b.start[w] = at
+		at += b.count[w]
+	}
+}
+
+// segments calls fn for each group of the block with its rows [s, e) of packed.
+func (b *block) segments(fn func(w, s, e int)) {
+	for _, w := range b.order {
+		s := b.start[w]
+		fn(w, s, s+b.count[w])
+		b.count[w] = 0
+	}
+}
+
+// parallel runs work over the frame's chunks on up to GOMAXPROCS workers
+// (chunk i on worker i mod W: the sums are the same from run to run).
+func (f *colFrame) parallel(work func(w int, ci int)) int {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(f.chunks)))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ci := w; ci < len(f.chunks); ci += workers {
+				work(w, ci)
+			}
+		}()
+	}
+	wg.Wait()
+	return workers
+}
+
+// suffStats is the Go first pass: the rows SuffStatsSQL returns.
+func (f *colFrame) suffStats(g *goDesign) []GroupRow {
+	nv := len(g.d.SuffStatsColumns())
+	blocks := make([]*block, runtime.GOMAXPROCS(0))
+	sums := make([][][]float64, len(blocks)) // worker → group → values
+	f.parallel(func(w, ci int) {
+		if blocks[w] == nil {
+			blocks[w] = &block{}
+		}
+		b := blocks[w]
+		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
+			b.fill(f, g, ci, lo, min(fitBlock, f.chunks[ci]-lo))
+			for len(sums[w]) < len(b.groups) {
+				sums[w] = append(sums[w], make([]float64, nv))
+			}
+			b.segments(func(wg, s, e int) {
+				v := sums[w][wg]
+				x := func(j int) []float64 { return b.packed[j][s:e] }
+				v[0] += float64(e - s)
+				at := 1
+				for i := 0; i < g.c; i++ {
+					for j := i; j < g.c; j++ {
+						v[at] += floats.Dot(x(i), x(j))
+						at++
+					}
+				}
+				for i := 0; i < g.c; i++ {
+					v[at] += floats.Sum(x(i))
+					at++
+				}
+				for k := 0; k < g.k; k++ {
+					y := x(g.c + k)
+					for i := 0; i < g.c; i++ {
+						v[at] += floats.Dot(x(i), y)
+						at++
+					}
+					v[at] += floats.Sum(y)
+					v[at+1] += floats.Dot(y, y)
+					at += 2
+				}
+				for m := 0; m < g.m; m++ {
+					v[at] += floats.Sum(x(g.c + g.k + m))
+					at++
+				}
+			})
+		}
+	})
+	merged := map[int][]float64{}
+	var keys []int
+	for w, b := range blocks {
+		if b == nil {
+			continue
+		}
+		for wg, key := range b.groups {
+			v, ok := merged[key]
+			if !ok {
+				v = make([]float64, nv)
+				merged[key] = v
+				keys = append(keys, key)
+			}
+			floats.Add(v, sums[w][wg])
+		}
+	}
+	slices.Sort(keys)
+	out := make([]GroupRow, 0, len(keys))
+	for _, key := range keys {
+		out = append(out, GroupRow{Labels: g.labelsOf(key), Values: merged[key]})
+	}
+	return out
+}
+
+func (g *goDesign) codesOf(key int) []uint32 {
+	out := make([]uint32, len(g.factors))
+	for f := len(g.factors) - 1; f >= 0; f-- {
+		out[f] = uint32(key / g.stride[f])
+		key %= g.stride[f]
+	}
+	return out
+}
+
+func (g *goDesign) labelsOf(key int) []string {
+	codes := g.codesOf(key)
+	out := make([]string, len(codes))
+	for f, c := range codes {
+		if c > 0 {
+			out[f] = g.factors[f].dict[c-1]
+		}
+	}
+	return out
+}
+
+// meatGroup is what a group's indicator columns add to a row's residuals,
+// targeted row a·x and leverage.
+type meatGroup struct {
+	beta []float64 // per outcome: Σ coefficients of the row's levels
+	a    float64   // Σ inv[coef, level]
+	b    []float64 // per expression column j: Σ inv[j, level]
+	s    float64   // Σ inv[level, level'] over the row's levels
+}
+
+func (g *goDesign) meatGroup(key int, fits []*OLS, coef int) meatGroup {
+	inv := fits[0].XtXInv
+	var ind []int
+	for f, c := range g.codesOf(key) {
+		if col := g.levels[f][c]; col >= 0 {
+			ind = append(ind, col)
+		}
+	}
+	mg := meatGroup{beta: make([]float64, len(fits)), b: make([]float64, g.c)}
+	for _, i := range ind {
+		for k, fit := range fits {
+			mg.beta[k] += fit.Coef[i]
+		}
+		mg.a += inv.At(coef, i)
+		for j := 0; j < g.c; j++ {
+			mg.b[j] += inv.At(j, i)
+		}
+		for _, i2 := range ind {
+			mg.s += inv.At(i, i2)
+		}
+	}
+	return mg
+}
+
+// meats is the Go second pass: the row MeatSQL returns (MeatColumns).
+func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
+	inv := fits[0].XtXInv
+	c, k := g.c, g.k
+	a := make([]float64, c)
+	for j := range a {
+		a[j] = inv.At(coef, j)
+	}
+	// The leverage x'Ax as Σ_j x_j (A_jj x_j + Σ_{l>j} 2 A_jl x_l).
+	twoA := make([][]float64, c)
+	for j := range twoA {
+		twoA[j] = make([]float64, c)
+		for l := j; l < c; l++ {
+			twoA[j][l] = 2 * inv.At(j, l)
+		}
+		twoA[j][j] = inv.At(j, j)
+	}
+	type acc struct {
+		n, hmax float64
+		v0, v3  []float64
+		mgs     []meatGroup // per worker group
+	}
+	blocks := make([]*block, runtime.GOMAXPROCS(0))
+	accs := make([]*acc, len(blocks))
+	f.parallel(func(w, ci int) {
+		if blocks[w] == nil {
+			blocks[w] = &block{}
+			accs[w] = &acc{hmax: math.Inf(-1), v0: make([]float64, k), v3: make([]float64, k)}
+		}
+		b, ac := blocks[w], accs[w]
+		e := make([][]float64, k)
+		for i := range e {
+			e[i] = b.s.get()
+		}
+		u, h, wv := b.s.get(), b.s.get(), b.s.get()
+		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
+			b.fill(f, g, ci, lo, min(fitBlock, f.chunks[ci]-lo))
+			for len(ac.mgs) < len(b.groups) {
+				ac.mgs = append(ac.mgs, g.meatGroup(b.groups[len(ac.mgs)], fits, coef))
+			}
+			b.segments(func(wg, s, end int) {
+				mg := ac.mgs[wg]
+				n := end - s
+				x := func(j int) []float64 { return b.packed[j][s:end] }
+				for kk := 0; kk < k; kk++ {
+					ek := e[kk][:n]
+					copy(ek, x(c+kk))
+					beta := fits[kk].Coef
+					for i := range ek {
+						ek[i] -= mg.beta[kk]
+					}
+					for j := 0; j < c; j++ {
+						floats.AddScaled(ek, -beta[j], x(j))
+					}
+				}
+				uu := u[:n]
+				for i := range uu {
+					uu[i] = mg.a
+				}
+				for j := 0; j < c; j++ {
+					floats.AddScaled(uu, a[j], x(j))
+				}
+				hh, ww := h[:n], wv[:n]
+				for i := range hh {
+					hh[i] = mg.s
+				}
+				for j := 0; j < c; j++ {
+					for i := range ww {
+						ww[i] = 2 * mg.b[j]
+					}
+					for l := j; l < c; l++ {
+						floats.AddScaled(ww, twoA[j][l], x(l))
+					}
+					for i, xv := range x(j) {
+						hh[i] += xv * ww[i]
+					}
+				}
+				ac.n += float64(n)
+				for i, hv := range hh {
+					ac.hmax = math.Max(ac.hmax, hv)
+					d := (1 - hv) * (1 - hv)
+					for kk := 0; kk < k; kk++ {
+						ev := e[kk][i]
+						t := ev * ev * uu[i] * uu[i]
+						ac.v0[kk] += t
+						ac.v3[kk] += t / d
+					}
+				}
+			})
+		}
+		for _, b2 := range e {
+			b.s.put(b2)
+		}
+		b.s.put(u)
+		b.s.put(h)
+		b.s.put(wv)
+	})
+	row := make([]float64, 2+2*k)
+	row[1] = math.Inf(-1)
+	for _, ac := range accs {
+		if ac == nil {
+			continue
+		}
+		row[0] += ac.n
+		row[1] = math.Max(row[1], ac.hmax)
+		for kk := 0; kk < k; kk++ {
+			row[2+2*kk] += ac.v0[kk]
+			row[3+2*kk] += ac.v3[kk]
+		}
+	}
+	if row[0] == 0 {
+		row[1] = 0 // max() of no rows, as ClickHouse returns it
+	}
+	return row
+}
+
+// passSuffStats runs the first pass of d: in Go from the frame, or in SQL
+// (Config.SQLFits, direct reads, or a design the frame cannot serve).
+func (r *run) passSuffStats(what string, d Design) ([]GroupRow, error) {
+	if r.goFitsOn() {
+		g, err := r.goDesign(d)
+		if err == nil {
+			t0 := time.Now()
+			rows := r.gofit.frame.suffStats(g)
+			r.gofit.time += time.Since(t0)
+			return rows, nil
+		}
+		if !errors.Is(err, errNoGoFit) {
+			return nil, err
+		}
+		r.a.log.Debug("causal fit in SQL", "what", what, "reason", err)
+	}
+	q, err := d.SuffStatsSQL()
+	if err != nil {
+		return nil, err
+	}
+	r.gofit.sql++
+	return r.groups(what, q, len(d.Factors), len(d.SuffStatsColumns()))
+}
+
+// passMeats runs the second pass of d (the fits of its outcomes), where
+// the first ran.
+func (r *run) passMeats(what string, d Design, fits []*OLS, coef int) ([]float64, error) {
+	if r.goFitsOn() {
+		g, err := r.goDesign(d)
+		if err == nil {
+			t0 := time.Now()
+			row := r.gofit.frame.meats(g, fits, coef)
+			r.gofit.time += time.Since(t0)
+			return row, nil
+		}
+		if !errors.Is(err, errNoGoFit) {
+			return nil, err
+		}
+	}
+	q, err := d.MeatSQL(fits, coef)
+	if err != nil {
+		return nil, err
+	}
+	r.gofit.sql++
+	return r.floats(what, q, len(d.MeatColumns()))
+}
+
+// goDesign compiles d once per run (the two passes, and a design refitted
+// with fewer columns, compile separately).
+func (r *run) goDesign(d Design) (*goDesign, error) {
+	if r.gofit.err != nil {
+		return nil, r.gofit.err
+	}
+	g, err := r.compileDesign(d)
+	if errors.Is(err, errFrameRead) {
+		// The frame could not be read (a DAG expression ClickHouse
+		// refuses to evaluate alone, the rows in another order): SQL for
+		// the rest of the run.
+		r.note("the fits run in SQL: %v", err)
+		r.gofit.err = fmt.Errorf("%w: %v", errNoGoFit, err)
+		r.gofit.frame = nil
+		return nil, r.gofit.err
+	}
+	return g, err
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
