@@ -27,7 +27,7 @@ import (
 
 const (
 	frameChunk = 1 << 16 // rows per chunk of the frame (and per row of a frame read)
-	fitBlock   = 4096    // rows per block of the Go passes (the columns of a block stay in L2)
+	fitBlock   = 1024    // rows per block of the Go passes (the columns of a block stay in L2)
 	// frameReadValues bounds the values one frame read carries (the
 	// server holds them in groupArray states until the read ends): at
 	// most 32M values (256 MiB), in several reads beyond.
@@ -154,9 +154,15 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 	if err := r.readFrame(nums, labels); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFrameRead, err)
 	}
+	return r.gofit.frame.bind(g)
+}
+
+// bind sets the factors of g from the frame's label columns.
+func (fr *colFrame) bind(g *goDesign) (*goDesign, error) {
+	d := g.d
 	g.keys = 1
 	for _, f := range d.Factors {
-		lc := r.gofit.frame.labels["toString("+f.Expr+")"]
+		lc := fr.labels["toString("+f.Expr+")"]
 		lv := make([]int, len(lc.dict)+1)
 		for i := range lv {
 			lv[i] = -1
@@ -418,12 +424,13 @@ func (f *colFrame) eval(t *colTerm, ci, lo int, dst []float64, s *scratch) {
 	case termHinge:
 		// ClickHouse's greatest(a, b) is a > b ? a : b (NaN gives 0).
 		f.eval(t.args[0], ci, lo, dst, s)
+		k := t.v
 		for i, x := range dst {
-			if x -= t.v; x > 0 {
-				dst[i] = x
-			} else {
-				dst[i] = 0
+			v := max(x-k, 0)
+			if x != x {
+				v = 0
 			}
+			dst[i] = v
 		}
 	case termGuard:
 		f.eval(t.args[0], ci, lo, dst, s)
@@ -470,32 +477,31 @@ func (f *colFrame) eval(t *colTerm, ci, lo int, dst []float64, s *scratch) {
 	}
 }
 
-// block is a worker's view of one block: the selected rows' columns,
-// sorted by group (segments), reused from block to block.
+// block is a worker's view of one block of rows: the design's columns
+// evaluated, the rows not selected (a condition false, or a value not
+// finite) zeroed, and each selected row's group (label combination),
+// reused from block to block.
 type block struct {
 	s      scratch
-	raw    [][]float64 // per design column, all rows of the block
-	packed [][]float64 // per design column, the selected rows sorted by group
+	cols   [][]float64 // per design column
 	mask   []bool
 	acc    []float64
-	key    []int32 // per row: the group key, -1 when not selected
+	key    []int32
+	grp    []int32 // per row: the worker's group index, -1 when not selected
 	gid    []int32 // key → worker group index + 1
 	groups []int   // worker group index → key
-	count  []int   // per worker group: selected rows of the block
-	start  []int
-	order  []int // worker group indices present in the block, in first-seen order
 }
 
-// fill evaluates g over rows [lo, lo+n) of chunk ci, selects and sorts them.
-func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) {
-	if b.raw == nil {
-		b.raw = make([][]float64, len(g.cols))
-		b.packed = make([][]float64, len(g.cols))
-		for j := range b.raw {
-			b.raw[j] = make([]float64, fitBlock)
-			b.packed[j] = make([]float64, fitBlock)
+// fill evaluates g over rows [lo, lo+n) of chunk ci and returns the number
+// of rows selected.
+func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
+	if b.cols == nil {
+		b.cols = make([][]float64, len(g.cols))
+		for j := range b.cols {
+			b.cols[j] = make([]float64, fitBlock)
 		}
-		b.mask, b.acc, b.key = make([]bool, fitBlock), make([]float64, fitBlock), make([]int32, fitBlock)
+		b.mask, b.acc = make([]bool, fitBlock), make([]float64, fitBlock)
+		b.key, b.grp = make([]int32, fitBlock), make([]int32, fitBlock)
 		b.gid = make([]int32, g.keys)
 	}
 	mask := b.mask[:n]
@@ -510,9 +516,10 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) {
 		}
 	}
 	b.s.put(tmp[:cap(tmp)])
+	// The rows' sum must be finite, as rowsSQL's isFinite(x0 + x1 + …).
 	acc := b.acc[:n]
 	for j, t := range g.cols {
-		col := b.raw[j][:n]
+		col := b.cols[j][:n]
 		f.eval(t, ci, lo, col, &b.s)
 		if j == 0 {
 			copy(acc, col)
@@ -532,55 +539,32 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) {
 			key[i] += int32(c) * st
 		}
 	}
-	b.order = b.order[:0]
+	sel := 0
+	grp := b.grp[:n]
 	for i, x := range acc {
 		if !mask[i] || !finite(x) {
-			key[i] = -1
+			grp[i] = -1
 			continue
 		}
+		sel++
 		w := b.gid[key[i]]
 		if w == 0 {
 			b.groups = append(b.groups, int(key[i]))
-			b.count = append(b.count, 0)
-			b.start = append(b.start, 0)
 			w = int32(len(b.groups))
 			b.gid[key[i]] = w
 		}
-		if b.count[w-1] == 0 {
-			b.order = append(b.order, int(w-1))
-		}
-		b.count[w-1]++
-		key[i] = w - 1
+		grp[i] = w - 1
 	}
-	at := 0
-	for _, w := range b.order {
-		b.start[w] = at
-		at += b.count[w]
-	}
-	for i, w := range key {
-		if w < 0 {
-			continue
-		}
-		pos := b.start[w]
-		b.start[w]++
-		for j := range g.cols {
-			b.packed[j][pos] = b.raw[j][i]
+	if sel < n {
+		for _, col := range b.cols {
+			for i, w := range grp {
+				if w < 0 {
+					col[i] = 0
+				}
+			}
 		}
 	}
-	at = 0
-	for _, w := range b.order {
-		b.start[w] = at
-		at += b.count[w]
-	}
-}
-
-// segments calls fn for each group of the block with its rows [s, e) of packed.
-func (b *block) segments(fn func(w, s, e int)) {
-	for _, w := range b.order {
-		s := b.start[w]
-		fn(w, s, s+b.count[w])
-		b.count[w] = 0
-	}
+	return sel
 }
 
 // parallel runs work over the frame's chunks on up to GOMAXPROCS workers
@@ -601,73 +585,118 @@ func (f *colFrame) parallel(work func(w int, ci int)) int {
 	return workers
 }
 
-// suffStats is the Go first pass: the rows SuffStatsSQL returns.
+// suffStats is the Go first pass: rows that add up (AssembleSuffStats) to
+// what SuffStatsSQL's rows do. A group's count and its sums of every
+// column are its own; the cross products xx, xy and yy, which
+// AssembleSuffStats only adds over the groups, are summed over all rows
+// and carried by the first group.
 func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 	nv := len(g.d.SuffStatsColumns())
+	q := g.c + g.k // the Gram matrix of the regressors and outcomes
+	type acc struct {
+		gram   []float64   // q×q, upper triangle
+		groups [][]float64 // worker group → n, Σ of each column
+	}
 	blocks := make([]*block, runtime.GOMAXPROCS(0))
-	sums := make([][][]float64, len(blocks)) // worker → group → values
+	accs := make([]*acc, len(blocks))
 	f.parallel(func(w, ci int) {
 		if blocks[w] == nil {
-			blocks[w] = &block{}
+			blocks[w], accs[w] = &block{}, &acc{gram: make([]float64, q*q)}
 		}
-		b := blocks[w]
+		b, ac := blocks[w], accs[w]
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
-			b.fill(f, g, ci, lo, min(fitBlock, f.chunks[ci]-lo))
-			for len(sums[w]) < len(b.groups) {
-				sums[w] = append(sums[w], make([]float64, nv))
+			n := min(fitBlock, f.chunks[ci]-lo)
+			if b.fill(f, g, ci, lo, n) == 0 {
+				continue
 			}
-			b.segments(func(wg, s, e int) {
-				v := sums[w][wg]
-				x := func(j int) []float64 { return b.packed[j][s:e] }
-				v[0] += float64(e - s)
-				at := 1
-				for i := 0; i < g.c; i++ {
-					for j := i; j < g.c; j++ {
-						v[at] += floats.Dot(x(i), x(j))
-						at++
+			for len(ac.groups) < len(b.groups) {
+				ac.groups = append(ac.groups, make([]float64, 1+len(g.cols)))
+			}
+			for i := 0; i < q; i++ {
+				xi := b.cols[i][:n]
+				for j := i; j < q; j++ {
+					ac.gram[i*q+j] += floats.Dot(xi, b.cols[j][:n])
+				}
+			}
+			grp := b.grp[:n]
+			if one := grp[0]; one >= 0 && !slices.ContainsFunc(grp, func(w int32) bool { return w != one }) {
+				v := ac.groups[one]
+				v[0] += float64(n)
+				for j, col := range b.cols {
+					v[1+j] += floats.Sum(col[:n])
+				}
+				continue
+			}
+			for _, w := range grp {
+				if w >= 0 {
+					ac.groups[w][0]++
+				}
+			}
+			for j, col := range b.cols {
+				for i, w := range grp {
+					if w >= 0 {
+						ac.groups[w][1+j] += col[i]
 					}
 				}
-				for i := 0; i < g.c; i++ {
-					v[at] += floats.Sum(x(i))
-					at++
-				}
-				for k := 0; k < g.k; k++ {
-					y := x(g.c + k)
-					for i := 0; i < g.c; i++ {
-						v[at] += floats.Dot(x(i), y)
-						at++
-					}
-					v[at] += floats.Sum(y)
-					v[at+1] += floats.Dot(y, y)
-					at += 2
-				}
-				for m := 0; m < g.m; m++ {
-					v[at] += floats.Sum(x(g.c + g.k + m))
-					at++
-				}
-			})
+			}
 		}
 	})
+	gram := make([]float64, q*q)
 	merged := map[int][]float64{}
 	var keys []int
 	for w, b := range blocks {
 		if b == nil {
 			continue
 		}
+		floats.Add(gram, accs[w].gram)
 		for wg, key := range b.groups {
 			v, ok := merged[key]
 			if !ok {
-				v = make([]float64, nv)
+				v = make([]float64, 1+len(g.cols))
 				merged[key] = v
 				keys = append(keys, key)
 			}
-			floats.Add(v, sums[w][wg])
+			floats.Add(v, accs[w].groups[wg])
 		}
 	}
 	slices.Sort(keys)
 	out := make([]GroupRow, 0, len(keys))
-	for _, key := range keys {
-		out = append(out, GroupRow{Labels: g.labelsOf(key), Values: merged[key]})
+	for i, key := range keys {
+		s := merged[key]
+		v := make([]float64, nv)
+		v[0] = s[0]
+		at := 1
+		for a := 0; a < g.c; a++ {
+			for b := a; b < g.c; b++ {
+				if i == 0 {
+					v[at] = gram[a*q+b]
+				}
+				at++
+			}
+		}
+		for a := 0; a < g.c; a++ {
+			v[at] = s[1+a]
+			at++
+		}
+		for k := 0; k < g.k; k++ {
+			y := g.c + k
+			for a := 0; a < g.c; a++ {
+				if i == 0 {
+					v[at] = gram[a*q+y]
+				}
+				at++
+			}
+			v[at] = s[1+y]
+			if i == 0 {
+				v[at+1] = gram[y*q+y]
+			}
+			at += 2
+		}
+		for m := 0; m < g.m; m++ {
+			v[at] = s[1+g.c+g.k+m]
+			at++
+		}
+		out = append(out, GroupRow{Labels: g.labelsOf(key), Values: v})
 	}
 	return out
 }
@@ -761,59 +790,75 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 		}
 		u, h, wv := b.s.get(), b.s.get(), b.s.get()
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
-			b.fill(f, g, ci, lo, min(fitBlock, f.chunks[ci]-lo))
+			n := min(fitBlock, f.chunks[ci]-lo)
+			if b.fill(f, g, ci, lo, n) == 0 {
+				continue
+			}
 			for len(ac.mgs) < len(b.groups) {
 				ac.mgs = append(ac.mgs, g.meatGroup(b.groups[len(ac.mgs)], fits, coef))
 			}
-			b.segments(func(wg, s, end int) {
-				mg := ac.mgs[wg]
-				n := end - s
-				x := func(j int) []float64 { return b.packed[j][s:end] }
-				for kk := 0; kk < k; kk++ {
-					ek := e[kk][:n]
-					copy(ek, x(c+kk))
-					beta := fits[kk].Coef
-					for i := range ek {
-						ek[i] -= mg.beta[kk]
+			x := func(j int) []float64 { return b.cols[j][:n] }
+			grp := b.grp[:n]
+			// The factor levels' terms, row by row (0 without factors).
+			uu, hh, ww := u[:n], h[:n], wv[:n]
+			for i := range uu {
+				uu[i], hh[i] = 0, 0
+			}
+			for kk := range e {
+				copy(e[kk][:n], x(c+kk))
+			}
+			if len(g.factors) > 0 {
+				for i, w := range grp {
+					if w < 0 {
+						continue
 					}
-					for j := 0; j < c; j++ {
-						floats.AddScaled(ek, -beta[j], x(j))
+					mg := &ac.mgs[w]
+					uu[i], hh[i] = mg.a, mg.s
+					for kk := range e {
+						e[kk][i] -= mg.beta[kk]
 					}
-				}
-				uu := u[:n]
-				for i := range uu {
-					uu[i] = mg.a
-				}
-				for j := 0; j < c; j++ {
-					floats.AddScaled(uu, a[j], x(j))
-				}
-				hh, ww := h[:n], wv[:n]
-				for i := range hh {
-					hh[i] = mg.s
 				}
 				for j := 0; j < c; j++ {
-					for i := range ww {
-						ww[i] = 2 * mg.b[j]
-					}
-					for l := j; l < c; l++ {
-						floats.AddScaled(ww, twoA[j][l], x(l))
-					}
 					for i, xv := range x(j) {
-						hh[i] += xv * ww[i]
+						if w := grp[i]; w >= 0 {
+							hh[i] += 2 * ac.mgs[w].b[j] * xv
+						}
 					}
 				}
-				ac.n += float64(n)
-				for i, hv := range hh {
-					ac.hmax = math.Max(ac.hmax, hv)
-					d := (1 - hv) * (1 - hv)
-					for kk := 0; kk < k; kk++ {
-						ev := e[kk][i]
-						t := ev * ev * uu[i] * uu[i]
-						ac.v0[kk] += t
-						ac.v3[kk] += t / d
-					}
+			}
+			for kk := range e {
+				ek, beta := e[kk][:n], fits[kk].Coef
+				for j := 0; j < c; j++ {
+					floats.AddScaled(ek, -beta[j], x(j))
 				}
-			})
+			}
+			for j := 0; j < c; j++ {
+				floats.AddScaled(uu, a[j], x(j))
+			}
+			for j := 0; j < c; j++ {
+				xj := x(j)
+				floats.ScaleTo(ww, twoA[j][j], xj)
+				for l := j + 1; l < c; l++ {
+					floats.AddScaled(ww, twoA[j][l], x(l))
+				}
+				for i, xv := range xj {
+					hh[i] += xv * ww[i]
+				}
+			}
+			for i, hv := range hh {
+				if grp[i] < 0 {
+					continue
+				}
+				ac.n++
+				ac.hmax = math.Max(ac.hmax, hv)
+				d := (1 - hv) * (1 - hv)
+				for kk := range e {
+					ev := e[kk][i]
+					t := ev * ev * uu[i] * uu[i]
+					ac.v0[kk] += t
+					ac.v3[kk] += t / d
+				}
+			}
 		}
 		for _, b2 := range e {
 			b.s.put(b2)

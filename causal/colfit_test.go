@@ -2,7 +2,9 @@ package causal
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -210,4 +212,94 @@ func TestGoFitsSweepMatchSQL(t *testing.T) {
 	for i := range sql.Breaches {
 		sameFits(t, "breach "+sql.Breaches[i].Incident.Breach.Level, sql.Breaches[i], gofit.Breaches[i])
 	}
+}
+
+// benchFrame is an in-memory frame of n rows: five continuous covariates
+// (x0..x4), an exposure, the tail and log outcomes, the window and an
+// engine label of 8 levels.
+func benchFrame(n int) *colFrame {
+	rng := rand.New(rand.NewPCG(1, 2))
+	f := &colFrame{nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+	eng := &labelCol{code: map[string]uint32{}}
+	for i := range 8 {
+		l := fmt.Sprintf("e%d", i)
+		eng.dict = append(eng.dict, l)
+		eng.code[l] = uint32(i + 1)
+	}
+	f.labels["toString(engine)"] = eng
+	for lo := 0; lo < n; lo += frameChunk {
+		m := min(frameChunk, n-lo)
+		f.chunks = append(f.chunks, m)
+		for j := range 5 {
+			v := make([]float64, m)
+			for i := range v {
+				v[i] = rng.NormFloat64()
+			}
+			f.nums[fmt.Sprintf("toFloat64(x%d)", j)] = append(f.nums[fmt.Sprintf("toFloat64(x%d)", j)], colPart{f64: v})
+		}
+		for _, a := range []string{"toFloat64(t)", "toFloat64(tail)", "toFloat64(w)"} {
+			v := make([]uint8, m)
+			for i := range v {
+				v[i] = uint8(rng.IntN(2))
+			}
+			f.nums[a] = append(f.nums[a], colPart{u8: v})
+		}
+		lg := make([]float64, m)
+		codes := make([]uint32, m)
+		for i := range lg {
+			lg[i] = rng.Float64()
+			codes[i] = uint32(1 + rng.IntN(8))
+		}
+		f.nums["toFloat64(lg)"] = append(f.nums["toFloat64(lg)"], colPart{f64: lg})
+		eng.parts = append(eng.parts, codes)
+	}
+	return f
+}
+
+// BenchmarkGoFits times the two Go passes of the widest design of the
+// default DAG's causes (27 expression columns: intercept, treatment, five
+// adjusters with four hinges each; an engine factor of 8 levels) over 1M
+// rows.
+func BenchmarkGoFits(b *testing.B) {
+	const n = 1_000_000
+	f := benchFrame(n)
+	regs := []string{"1", "toFloat64(t)"}
+	for j := range 5 {
+		regs = append(regs, Hinges(fmt.Sprintf("x%d", j), []float64{-1, 0, 0.5, 1})...)
+	}
+	d := Design{Table: snapshotTable, Regressors: regs, Factors: []Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
+		Outcomes: []string{"toFloat64(tail)", "toFloat64(lg)"}, Sums: []string{"toFloat64(w)", "toFloat64(w) * toFloat64(tail)", "toFloat64(w) * toFloat64(t)"}}
+	tc := termCompiler{labels: map[string]bool{"engine": true}}
+	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
+	for _, x := range slices.Concat(d.Regressors, d.Outcomes, d.Sums) {
+		g.cols = append(g.cols, tc.compile(x))
+	}
+	g, err := f.bind(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats, _, err := d.AssembleSuffStats(f.suffStats(g))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fits []*OLS
+	for _, s := range stats {
+		fit, err := FitOLS(s, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fits = append(fits, fit)
+	}
+	b.Run("suffstats", func(b *testing.B) {
+		for b.Loop() {
+			f.suffStats(g)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n/float64(g.c*(g.c+3)/2), "ns/term")
+	})
+	b.Run("meats", func(b *testing.B) {
+		for b.Loop() {
+			f.meats(g, fits, 1)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n/float64(g.c*(g.c+1)/2), "ns/term")
+	})
 }
