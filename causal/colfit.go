@@ -101,6 +101,7 @@ type goDesign struct {
 	stride  []int // group key = Σ code_f · stride_f
 	keys    int   // number of keys
 	levels  [][]int
+	atoms   int // distinct atoms (colTerm.aid)
 }
 
 // compileDesign compiles d for the Go passes, reading the atoms the frame
@@ -157,9 +158,31 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 	return r.gofit.frame.bind(g)
 }
 
-// bind sets the factors of g from the frame's label columns.
+// bind numbers the atoms of g and sets its factors from the frame's
+// label columns.
 func (fr *colFrame) bind(g *goDesign) (*goDesign, error) {
 	d := g.d
+	ids := map[string]int{}
+	var number func(t *colTerm)
+	number = func(t *colTerm) {
+		switch t.kind {
+		case termAtom, termEq:
+			key := t.atom + "\x00" + t.lit
+			id, ok := ids[key]
+			if !ok {
+				id = len(ids)
+				ids[key] = id
+			}
+			t.aid = id
+		}
+		for _, a := range t.args {
+			number(a)
+		}
+	}
+	for _, t := range slices.Concat(g.conds, g.cols) {
+		number(t)
+	}
+	g.atoms = len(ids)
 	g.keys = 1
 	for _, f := range d.Factors {
 		lc := fr.labels["toString("+f.Expr+")"]
@@ -385,30 +408,55 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 	return nil
 }
 
-// scratch hands out block-sized buffers to term evaluation.
-type scratch struct{ free [][]float64 }
+// block is a worker's view of one block of rows: the design's columns
+// evaluated, the rows not selected (a condition false, or a value not
+// finite) zeroed, and each selected row's group (label combination),
+// reused from block to block.
+type block struct {
+	f      *colFrame
+	g      *goDesign
+	ci, lo int
+	n      int
+	memo   [][]float64 // per atom id: its values in this block
+	seen   []int       // per atom id: the block (gen) memo holds
+	gen    int
+	free   [][]float64 // buffers for terms
+	own    [][]float64 // per design column: its buffer
+	cols   [][]float64 // per design column: its values (own, or an atom's memo)
+	mask   []bool
+	acc    []float64
+	key    []int32
+	grp    []int32 // per row: the worker's group index; dummy (len(groups) cap) when not selected
+	gid    []int32 // key → worker group index + 1
+	groups []int   // worker group index → key
+}
 
-func (s *scratch) get() []float64 {
-	if n := len(s.free); n > 0 {
-		b := s.free[n-1]
-		s.free = s.free[:n-1]
-		return b
+func (b *block) buf() []float64 {
+	if n := len(b.free); n > 0 {
+		x := b.free[n-1]
+		b.free = b.free[:n-1]
+		return x
 	}
 	return make([]float64, fitBlock)
 }
 
-func (s *scratch) put(b []float64) { s.free = append(s.free, b) }
+func (b *block) put(x []float64) { b.free = append(b.free, x[:cap(x)]) }
 
-// eval writes term t over rows [lo, lo+len(dst)) of chunk ci into dst.
-func (f *colFrame) eval(t *colTerm, ci, lo int, dst []float64, s *scratch) {
-	n := len(dst)
+// atom returns the values of atom id t in the block, evaluated once.
+func (b *block) atom(t *colTerm) []float64 {
+	n := b.n
+	if b.seen[t.aid] == b.gen {
+		return b.memo[t.aid][:n]
+	}
+	b.seen[t.aid] = b.gen
+	if b.memo[t.aid] == nil {
+		b.memo[t.aid] = make([]float64, fitBlock)
+	}
+	dst := b.memo[t.aid][:n]
+	lo := b.lo
 	switch t.kind {
-	case termConst:
-		for i := range dst {
-			dst[i] = t.v
-		}
 	case termAtom:
-		p := f.nums[t.atom][ci]
+		p := b.f.nums[t.atom][b.ci]
 		switch {
 		case p.u8 != nil:
 			for i, x := range p.u8[lo : lo+n] {
@@ -421,112 +469,105 @@ func (f *colFrame) eval(t *colTerm, ci, lo int, dst []float64, s *scratch) {
 		default:
 			copy(dst, p.f64[lo:lo+n])
 		}
-	case termHinge:
-		// ClickHouse's greatest(a, b) is a > b ? a : b (NaN gives 0).
-		f.eval(t.args[0], ci, lo, dst, s)
-		k := t.v
-		for i, x := range dst {
-			v := max(x-k, 0)
-			if x != x {
-				v = 0
-			}
-			dst[i] = v
-		}
-	case termGuard:
-		f.eval(t.args[0], ci, lo, dst, s)
-		for i, x := range dst {
-			if !finite(x) {
-				dst[i] = 0
-			}
-		}
-	case termProd:
-		f.eval(t.args[0], ci, lo, dst, s)
-		tmp := s.get()[:n]
-		for _, a := range t.args[1:] {
-			f.eval(a, ci, lo, tmp, s)
-			for i, x := range tmp {
-				dst[i] *= x
-			}
-		}
-		s.put(tmp[:cap(tmp)])
-	case termOneMinus:
-		f.eval(t.args[0], ci, lo, dst, s)
-		for i, x := range dst {
-			dst[i] = 1 - x
-		}
 	case termEq:
-		lc := f.labels[t.atom]
+		lc := b.f.labels[t.atom]
 		want, ok := lc.code[t.lit]
-		codes := lc.parts[ci][lo : lo+n]
-		for i, c := range codes {
+		for i, c := range lc.parts[b.ci][lo : lo+n] {
 			if ok && c == want {
 				dst[i] = 1
 			} else {
 				dst[i] = 0
 			}
 		}
+	}
+	return dst
+}
+
+// term returns the values of t in the block: an atom's memo, or dst
+// (len n) written.
+func (b *block) term(t *colTerm, dst []float64) []float64 {
+	switch t.kind {
+	case termAtom, termEq:
+		return b.atom(t)
+	case termConst:
+		for i := range dst {
+			dst[i] = t.v
+		}
+	case termHinge:
+		// ClickHouse's greatest(a, b) is a > b ? a : b (NaN gives 0).
+		hinge(dst, t.v, b.term(t.args[0], dst))
+	case termGuard:
+		x := b.term(t.args[0], dst)
+		for i, v := range x {
+			if v-v != 0 { // not finite
+				v = 0
+			}
+			dst[i] = v
+		}
+	case termProd:
+		x := b.term(t.args[0], dst)
+		if &x[0] != &dst[0] {
+			copy(dst, x)
+		}
+		tmp := b.buf()[:len(dst)]
+		for _, a := range t.args[1:] {
+			for i, v := range b.term(a, tmp) {
+				dst[i] *= v
+			}
+		}
+		b.put(tmp)
+	case termOneMinus:
+		for i, v := range b.term(t.args[0], dst) {
+			dst[i] = 1 - v
+		}
 	case termFinite:
-		f.eval(t.args[0], ci, lo, dst, s)
-		for i, x := range dst {
-			if finite(x) {
+		for i, v := range b.term(t.args[0], dst) {
+			if v-v == 0 {
 				dst[i] = 1
 			} else {
 				dst[i] = 0
 			}
 		}
 	}
-}
-
-// block is a worker's view of one block of rows: the design's columns
-// evaluated, the rows not selected (a condition false, or a value not
-// finite) zeroed, and each selected row's group (label combination),
-// reused from block to block.
-type block struct {
-	s      scratch
-	cols   [][]float64 // per design column
-	mask   []bool
-	acc    []float64
-	key    []int32
-	grp    []int32 // per row: the worker's group index, -1 when not selected
-	gid    []int32 // key → worker group index + 1
-	groups []int   // worker group index → key
+	return dst
 }
 
 // fill evaluates g over rows [lo, lo+n) of chunk ci and returns the number
 // of rows selected.
 func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
 	if b.cols == nil {
-		b.cols = make([][]float64, len(g.cols))
-		for j := range b.cols {
-			b.cols[j] = make([]float64, fitBlock)
+		b.f, b.g = f, g
+		b.own, b.cols = make([][]float64, len(g.cols)), make([][]float64, len(g.cols))
+		for j := range b.own {
+			b.own[j] = make([]float64, fitBlock)
 		}
+		b.memo, b.seen = make([][]float64, g.atoms), make([]int, g.atoms)
 		b.mask, b.acc = make([]bool, fitBlock), make([]float64, fitBlock)
 		b.key, b.grp = make([]int32, fitBlock), make([]int32, fitBlock)
 		b.gid = make([]int32, g.keys)
 	}
+	b.ci, b.lo, b.n = ci, lo, n
+	b.gen++
 	mask := b.mask[:n]
 	for i := range mask {
 		mask[i] = true
 	}
-	tmp := b.s.get()[:n]
+	tmp := b.buf()[:n]
 	for _, t := range g.conds {
-		f.eval(t, ci, lo, tmp, &b.s)
-		for i, x := range tmp {
+		for i, x := range b.term(t, tmp) {
 			mask[i] = mask[i] && x != 0
 		}
 	}
-	b.s.put(tmp[:cap(tmp)])
+	b.put(tmp)
 	// The rows' sum must be finite, as rowsSQL's isFinite(x0 + x1 + …).
 	acc := b.acc[:n]
 	for j, t := range g.cols {
-		col := b.cols[j][:n]
-		f.eval(t, ci, lo, col, &b.s)
+		col := b.term(t, b.own[j][:n])
+		b.cols[j] = col
 		if j == 0 {
 			copy(acc, col)
 		} else {
-			for i, x := range col {
-				acc[i] += x
-			}
+			axpy(acc, 1, col) // 1·x is exact: acc + x, rounded once
 		}
 	}
 	key := b.key[:n]
@@ -542,7 +583,7 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
 	sel := 0
 	grp := b.grp[:n]
 	for i, x := range acc {
-		if !mask[i] || !finite(x) {
+		if !mask[i] || x-x != 0 {
 			grp[i] = -1
 			continue
 		}
@@ -556,7 +597,14 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
 		grp[i] = w - 1
 	}
 	if sel < n {
+		// Zero the rows left out, once per buffer (columns may share an
+		// atom's).
+		done := map[*float64]bool{}
 		for _, col := range b.cols {
+			if done[&col[0]] {
+				continue
+			}
+			done[&col[0]] = true
 			for i, w := range grp {
 				if w < 0 {
 					col[i] = 0
@@ -596,12 +644,14 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 	type acc struct {
 		gram   []float64   // q×q, upper triangle
 		groups [][]float64 // worker group → n, Σ of each column
+		start  []int       // per group: where its rows start in order
+		order  []int32     // the block's selected rows by group
 	}
 	blocks := make([]*block, runtime.GOMAXPROCS(0))
 	accs := make([]*acc, len(blocks))
 	f.parallel(func(w, ci int) {
 		if blocks[w] == nil {
-			blocks[w], accs[w] = &block{}, &acc{gram: make([]float64, q*q)}
+			blocks[w], accs[w] = &block{}, &acc{gram: make([]float64, q*q), order: make([]int32, fitBlock)}
 		}
 		b, ac := blocks[w], accs[w]
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
@@ -615,7 +665,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 			for i := 0; i < q; i++ {
 				xi := b.cols[i][:n]
 				for j := i; j < q; j++ {
-					ac.gram[i*q+j] += floats.Dot(xi, b.cols[j][:n])
+					ac.gram[i*q+j] += dot(xi, b.cols[j])
 				}
 			}
 			grp := b.grp[:n]
@@ -627,17 +677,45 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 				}
 				continue
 			}
+			// The rows of each group (counting sort of the row numbers),
+			// then each column's sum over them.
+			ng := len(b.groups)
+			for len(ac.start) <= ng {
+				ac.start = append(ac.start, 0)
+			}
+			start := ac.start[:ng+1]
+			for i := range start {
+				start[i] = 0
+			}
 			for _, w := range grp {
 				if w >= 0 {
-					ac.groups[w][0]++
+					start[w+1]++
 				}
 			}
-			for j, col := range b.cols {
-				for i, w := range grp {
-					if w >= 0 {
-						ac.groups[w][1+j] += col[i]
-					}
+			for w := range ng {
+				ac.groups[w][0] += float64(start[w+1])
+				start[w+1] += start[w]
+			}
+			order := ac.order[:start[ng]]
+			for i, w := range grp {
+				if w >= 0 {
+					order[start[w]] = int32(i)
+					start[w]++
 				}
+			}
+			for j, col := range b.cols[:q] {
+				at := 0
+				for w := range ng {
+					var sum float64
+					for _, i := range order[at:start[w]] {
+						sum += col[i]
+					}
+					ac.groups[w][1+j] += sum
+					at = start[w]
+				}
+			}
+			for j, col := range b.cols[q:] {
+				ac.groups[0][1+q+j] += floats.Sum(col)
 			}
 		}
 	})
@@ -775,27 +853,32 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 		n, hmax float64
 		v0, v3  []float64
 		mgs     []meatGroup // per worker group
+		b2      [][]float64 // per expression column j: 2·mgs[w].b[j] by group
 	}
 	blocks := make([]*block, runtime.GOMAXPROCS(0))
 	accs := make([]*acc, len(blocks))
 	f.parallel(func(w, ci int) {
 		if blocks[w] == nil {
 			blocks[w] = &block{}
-			accs[w] = &acc{hmax: math.Inf(-1), v0: make([]float64, k), v3: make([]float64, k)}
+			accs[w] = &acc{hmax: math.Inf(-1), v0: make([]float64, k), v3: make([]float64, k), b2: make([][]float64, c)}
 		}
 		b, ac := blocks[w], accs[w]
 		e := make([][]float64, k)
 		for i := range e {
-			e[i] = b.s.get()
+			e[i] = make([]float64, fitBlock)
 		}
-		u, h, wv := b.s.get(), b.s.get(), b.s.get()
+		u, h, wv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
 			n := min(fitBlock, f.chunks[ci]-lo)
 			if b.fill(f, g, ci, lo, n) == 0 {
 				continue
 			}
 			for len(ac.mgs) < len(b.groups) {
-				ac.mgs = append(ac.mgs, g.meatGroup(b.groups[len(ac.mgs)], fits, coef))
+				mg := g.meatGroup(b.groups[len(ac.mgs)], fits, coef)
+				ac.mgs = append(ac.mgs, mg)
+				for j := range ac.b2 {
+					ac.b2[j] = append(ac.b2[j], 2*mg.b[j])
+				}
 			}
 			x := func(j int) []float64 { return b.cols[j][:n] }
 			grp := b.grp[:n]
@@ -818,28 +901,29 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 						e[kk][i] -= mg.beta[kk]
 					}
 				}
+				// Rows left out are 0 in every column: group 0's terms
+				// add nothing to them.
 				for j := 0; j < c; j++ {
+					bj := ac.b2[j]
 					for i, xv := range x(j) {
-						if w := grp[i]; w >= 0 {
-							hh[i] += 2 * ac.mgs[w].b[j] * xv
-						}
+						hh[i] += bj[max(grp[i], 0)] * xv
 					}
 				}
 			}
 			for kk := range e {
 				ek, beta := e[kk][:n], fits[kk].Coef
 				for j := 0; j < c; j++ {
-					floats.AddScaled(ek, -beta[j], x(j))
+					axpy(ek, -beta[j], x(j))
 				}
 			}
 			for j := 0; j < c; j++ {
-				floats.AddScaled(uu, a[j], x(j))
+				axpy(uu, a[j], x(j))
 			}
 			for j := 0; j < c; j++ {
 				xj := x(j)
 				floats.ScaleTo(ww, twoA[j][j], xj)
 				for l := j + 1; l < c; l++ {
-					floats.AddScaled(ww, twoA[j][l], x(l))
+					axpy(ww, twoA[j][l], x(l))
 				}
 				for i, xv := range xj {
 					hh[i] += xv * ww[i]
@@ -850,22 +934,18 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 					continue
 				}
 				ac.n++
-				ac.hmax = math.Max(ac.hmax, hv)
-				d := (1 - hv) * (1 - hv)
+				if hv > ac.hmax {
+					ac.hmax = hv
+				}
+				d := 1 / ((1 - hv) * (1 - hv))
 				for kk := range e {
 					ev := e[kk][i]
 					t := ev * ev * uu[i] * uu[i]
 					ac.v0[kk] += t
-					ac.v3[kk] += t / d
+					ac.v3[kk] += t * d
 				}
 			}
 		}
-		for _, b2 := range e {
-			b.s.put(b2)
-		}
-		b.s.put(u)
-		b.s.put(h)
-		b.s.put(wv)
 	})
 	row := make([]float64, 2+2*k)
 	row[1] = math.Inf(-1)
@@ -961,4 +1041,18 @@ func le64(s string) uint64 {
 	_ = s[7]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// hingeGo is hinge in Go.
+func hingeGo(dst []float64, k float64, x []float64) {
+	for i, v := range x {
+		// v − k when positive, else 0, without a branch: the sign bit
+		// clears the word (−0 too).
+		h := math.Float64bits(v - k)
+		h &^= uint64(int64(h) >> 63)
+		if v != v {
+			h = 0
+		}
+		dst[i] = math.Float64frombits(h)
+	}
 }

@@ -21,6 +21,7 @@ type colTerm struct {
 	v    float64 // termConst: the value; termHinge: the knot
 	lit  string  // termEq: the literal
 	args []*colTerm
+	aid  int // termAtom, termEq: the atom's number in its design (colFrame.bind)
 }
 
 type termKind uint8
