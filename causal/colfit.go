@@ -30,8 +30,8 @@ const (
 	fitBlock   = 1024    // rows per block of the Go passes (the columns of a block stay in L2)
 	// frameReadValues bounds the values one frame read carries (the
 	// server holds them in groupArray states until the read ends): at
-	// most 32M values (256 MiB), in several reads beyond.
-	frameReadValues = 32 << 20
+	// most 64M values (512 MiB), in several reads beyond.
+	frameReadValues = 64 << 20
 	// maxGroupKeys bounds the label combinations of a Go first pass.
 	maxGroupKeys = 1 << 20
 )
@@ -62,7 +62,8 @@ func (g *goFits) summary() Fits {
 // colFrame is the columnar read of one run's rows (Where = base) from its
 // snapshot. Chunks keep the order of the snapshot (read with one thread);
 // every read checks the rows and their order against the first (per chunk:
-// count and a position-weighted hash of uid).
+// count and the position-weighted sum of start_ns; a Memory table's blocks
+// keep their rows in order, so a different order would move whole blocks).
 type colFrame struct {
 	base   string
 	chunks []int // rows per chunk
@@ -120,11 +121,19 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 	}
 	tc := r.termCompiler()
 	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
-	for _, s := range conjuncts(strings.TrimPrefix(rest, " AND ")) {
-		g.conds = append(g.conds, tc.condition(s))
-	}
 	for _, x := range slices.Concat(d.Regressors, d.Outcomes, d.Sums) {
 		g.cols = append(g.cols, tc.compile(x))
+	}
+	for _, s := range conjuncts(strings.TrimPrefix(rest, " AND ")) {
+		t := tc.condition(s)
+		// isFinite(x) of an atom that is itself a column: the row's sum
+		// is then not finite either, and the row is left out anyway.
+		if t.kind == termFinite && t.args[0].kind == termAtom && slices.ContainsFunc(g.cols, func(c *colTerm) bool {
+			return c.kind == termAtom && c.atom == t.args[0].atom
+		}) {
+			continue
+		}
+		g.conds = append(g.conds, t)
 	}
 	nums, labels := map[string]bool{}, map[string]bool{}
 	for _, t := range slices.Concat(g.conds, g.cols) {
@@ -301,7 +310,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		}
 		// One thread reads the Memory table in the order it was written:
 		// rowNumberInAllBlocks numbers the rows alike in every read.
-		q := fmt.Sprintf("SELECT intDiv(tc_row, %d) AS tc_chunk, count(), sum(cityHash64(uid) * (tc_row + 1)), %s\nFROM (SELECT rowNumberInAllBlocks() AS tc_row, uid, %s FROM %s)\nGROUP BY tc_chunk\nSETTINGS max_threads = 1",
+		q := fmt.Sprintf("SELECT intDiv(tc_row, %d) AS tc_chunk, count(), sum(start_ns * (tc_row + 1)), %s\nFROM (SELECT rowNumberInAllBlocks() AS tc_row, start_ns, %s FROM %s)\nGROUP BY tc_chunk\nSETTINGS max_threads = 1",
 			frameChunk, strings.Join(sel, ", "), strings.Join(inner, ", "), from)
 		got := map[uint64]bool{}
 		var chunks []int
