@@ -34,6 +34,9 @@ type Config struct {
 	// columnar, and computes every fit's sums in Go (colfit.go): the same
 	// answers, an order of magnitude less server time (DESIGN.md "Cost").
 	SQLFits bool
+	// frameReadValues overrides the values one read of the Go fits' frame
+	// carries (tests: many reads of one frame).
+	frameReadValues int
 	// SamplesTable is the per-GPU samples table (gpu_samples), read to
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string

@@ -295,9 +295,16 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	for _, n := range f.chunks {
 		rows += n
 	}
+	if f.chunks == nil && r.a.snap != nil {
+		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
+	}
+	budget := frameReadValues
+	if r.cfg.frameReadValues > 0 {
+		budget = r.cfg.frameReadValues
+	}
 	per := len(cols)
 	if rows > 0 {
-		per = max(1, frameReadValues/rows)
+		per = max(1, budget/rows)
 	}
 	for len(cols) > 0 {
 		batch := cols[:min(per, len(cols))]
@@ -380,32 +387,38 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 	if len(raw) != 8*n {
 		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
 	}
-	v := make([]float64, n)
+	// Classify first, then decode into the narrowest type (no float64
+	// copy of a column kept as bytes or float32).
 	bits, f32 := true, true
-	for i := range v {
+	for i := range n {
 		x := math.Float64frombits(le64(raw[8*i:]))
-		v[i] = x
 		bits = bits && (x == 1 || x == 0 && !math.Signbit(x))
 		f32 = f32 && (float64(float32(x)) == x || math.IsNaN(x))
+		if !bits && !f32 {
+			break
+		}
 	}
 	var p colPart
 	switch {
 	case bits:
 		p.u8 = make([]uint8, n)
-		for i, x := range v {
-			if x == 1 {
+		for i := range p.u8 {
+			if raw[8*i+7] != 0 { // 1.0 is 0x3FF0…, 0.0 all zero
 				p.u8[i] = 1
 			}
 		}
 		f.bytes += int64(n)
 	case f32:
 		p.f32 = make([]float32, n)
-		for i, x := range v {
-			p.f32[i] = float32(x)
+		for i := range p.f32 {
+			p.f32[i] = float32(math.Float64frombits(le64(raw[8*i:])))
 		}
 		f.bytes += int64(4 * n)
 	default:
-		p.f64 = v
+		p.f64 = make([]float64, n)
+		for i := range p.f64 {
+			p.f64[i] = math.Float64frombits(le64(raw[8*i:]))
+		}
 		f.bytes += int64(8 * n)
 	}
 	parts := f.nums[num]

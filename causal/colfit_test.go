@@ -181,6 +181,27 @@ func TestGoFitsMatchSQL(t *testing.T) {
 		}
 		sameFits(t, what, sql, gofit)
 	}
+	// The frame read one atom at a time: every read checks its rows'
+	// order against the first, and the answer is the same.
+	cfg = a.Config()
+	cfg.frameReadValues = 1
+	a1, err := NewAnalyzer(a.db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)}
+	sql, err := as.Analyze(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := a1.Analyze(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if many.Queries < sql.Queries/2 {
+		t.Errorf("%d queries with one atom per frame read", many.Queries)
+	}
+	sameFits(t, "one atom per frame read", sql, many)
 }
 
 // TestGoFitsSweepMatchSQL: a sweep's analyses (every scope of one
