@@ -70,6 +70,12 @@ type colFrame struct {
 	check  []uint64
 	nums   map[string][]colPart // Float64 atoms, per chunk
 	labels map[string]*labelCol // String atoms (toString(expr))
+	// sortBy is the label (the DAG's first placement node) by which each
+	// chunk's rows are kept sorted, perm the order (perm[ci][p] is the
+	// read's row of position p): the rows of one engine are then adjacent,
+	// and most blocks of the passes hold one fixed-effect level.
+	sortBy string
+	perm   [][]int32
 	bytes  int64
 	reads  int
 }
@@ -144,6 +150,12 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 	}
 	if r.gofit.frame == nil {
 		r.gofit.frame = &colFrame{base: base, nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+		for _, n := range r.a.dag.Nodes() {
+			if n.Categorical && n.Expr != "" && !n.Latent {
+				r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
+				break
+			}
+		}
 		// The first read takes the atoms every design of the run may use,
 		// so that later designs find them.
 		for _, n := range r.a.dag.Nodes() {
@@ -280,9 +292,6 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		label string // the label whose codes it carries
 	}
 	var cols []col
-	for _, a := range newNums {
-		cols = append(cols, col{sql: a, num: a})
-	}
 	for _, a := range newLabels {
 		lc := f.labels[a]
 		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
@@ -290,6 +299,9 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 			ds[i], cs[i] = QuoteString(l), strconv.Itoa(i+1)
 		}
 		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
+	}
+	for _, a := range newNums {
+		cols = append(cols, col{sql: a, num: a})
 	}
 	rows := 0
 	for _, n := range f.chunks {
@@ -343,6 +355,11 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 			}
 			chunks[ci], checks[ci] = int(n), check
 			for i, c := range batch {
+				if first && c.label != "" && c.label == f.sortBy {
+					f.sortChunk(int(ci), int(n), bufs[i], len(f.labels[c.label].dict))
+				}
+			}
+			for i, c := range batch {
 				if err := f.store(c.num, c.label, int(ci), int(n), bufs[i]); err != nil {
 					return err
 				}
@@ -377,8 +394,9 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 			lc.parts = append(lc.parts, make([][]uint32, ci+1-len(lc.parts))...)
 		}
 		p := make([]uint32, n)
+		perm := f.permOf(ci, n)
 		for i := range p {
-			p[i] = le32(raw[4*i:])
+			p[i] = le32(raw[4*perm[i]:])
 		}
 		lc.parts[ci] = p
 		f.bytes += int64(4 * n)
@@ -399,11 +417,12 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 		}
 	}
 	var p colPart
+	perm := f.permOf(ci, n)
 	switch {
 	case bits:
 		p.u8 = make([]uint8, n)
 		for i := range p.u8 {
-			if raw[8*i+7] != 0 { // 1.0 is 0x3FF0…, 0.0 all zero
+			if raw[8*perm[i]+7] != 0 { // 1.0 is 0x3FF0…, 0.0 all zero
 				p.u8[i] = 1
 			}
 		}
@@ -411,13 +430,13 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 	case f32:
 		p.f32 = make([]float32, n)
 		for i := range p.f32 {
-			p.f32[i] = float32(math.Float64frombits(le64(raw[8*i:])))
+			p.f32[i] = float32(math.Float64frombits(le64(raw[8*perm[i]:])))
 		}
 		f.bytes += int64(4 * n)
 	default:
 		p.f64 = make([]float64, n)
 		for i := range p.f64 {
-			p.f64[i] = math.Float64frombits(le64(raw[8*i:]))
+			p.f64[i] = math.Float64frombits(le64(raw[8*perm[i]:]))
 		}
 		f.bytes += int64(8 * n)
 	}
@@ -428,6 +447,45 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 	parts[ci] = p
 	f.nums[num] = parts
 	return nil
+}
+
+// sortChunk sets the order of chunk ci (n rows) from the codes of the
+// sortBy label (raw, little-endian uint32, codes 0..dict): a stable
+// counting sort.
+func (f *colFrame) sortChunk(ci, n int, raw string, dict int) {
+	if len(raw) != 4*n {
+		return // store reports it
+	}
+	start := make([]int32, dict+2)
+	for i := range n {
+		start[min(int(le32(raw[4*i:])), dict)+1]++
+	}
+	for c := 1; c < len(start); c++ {
+		start[c] += start[c-1]
+	}
+	perm := make([]int32, n)
+	for i := range n {
+		c := min(int(le32(raw[4*i:])), dict)
+		perm[start[c]] = int32(i)
+		start[c]++
+	}
+	for len(f.perm) <= ci {
+		f.perm = append(f.perm, nil)
+	}
+	f.perm[ci] = perm
+	f.bytes += int64(4 * n)
+}
+
+// permOf is the order of chunk ci: its permutation, or the identity.
+func (f *colFrame) permOf(ci, n int) []int32 {
+	if ci < len(f.perm) && f.perm[ci] != nil {
+		return f.perm[ci]
+	}
+	id := make([]int32, n)
+	for i := range id {
+		id[i] = int32(i)
+	}
+	return id
 }
 
 // block is a worker's view of one block of rows: the design's columns
@@ -912,7 +970,28 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 			for kk := range e {
 				copy(e[kk][:n], x(c+kk))
 			}
+			single := int32(-1) // the block's one group, when every row is selected and in it
 			if len(g.factors) > 0 {
+				if one := grp[0]; one >= 0 && !slices.ContainsFunc(grp, func(w int32) bool { return w != one }) {
+					single = one
+				}
+			}
+			switch {
+			case single >= 0:
+				mg := &ac.mgs[single]
+				for i := range uu {
+					uu[i], hh[i] = mg.a, mg.s
+				}
+				for kk := range e {
+					ek := e[kk][:n]
+					for i := range ek {
+						ek[i] -= mg.beta[kk]
+					}
+				}
+				for j := 0; j < c; j++ {
+					axpy(hh, 2*mg.b[j], x(j))
+				}
+			case len(g.factors) > 0:
 				for i, w := range grp {
 					if w < 0 {
 						continue

@@ -269,7 +269,7 @@ func benchFrame(n int) *colFrame {
 		codes := make([]uint32, m)
 		for i := range lg {
 			lg[i] = rng.Float64()
-			codes[i] = uint32(1 + rng.IntN(8))
+			codes[i] = uint32(1 + i*8/m) // sorted, as the frame keeps a chunk (colFrame.sortBy)
 		}
 		f.nums["toFloat64(lg)"] = append(f.nums["toFloat64(lg)"], colPart{f64: lg})
 		eng.parts = append(eng.parts, codes)
