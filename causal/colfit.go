@@ -16,7 +16,7 @@ import (
 
 // The Go fits: the two passes of a Design (SuffStatsSQL, MeatSQL) computed
 // in Go from columns read once per analysis, instead of by ClickHouse from
-// generated SQL (DESIGN.md "Cost"). The frame holds the rows of the run's
+// generated SQL (DESIGN.md, "The fits' sums in Go"). The frame holds the rows of the run's
 // pooled scope in its snapshot, one column per atom (colterm.go): the node
 // expressions, the outcome's tail indicator and logarithm, the window
 // indicator and the factor labels; the regressors (hinges, products,
@@ -60,10 +60,11 @@ func (g *goFits) summary() Fits {
 }
 
 // colFrame is the columnar read of one run's rows (Where = base) from its
-// snapshot. Chunks keep the order of the snapshot (read with one thread);
-// every read checks the rows and their order against the first (per chunk:
-// count and the position-weighted sum of start_ns; a Memory table's blocks
-// keep their rows in order, so a different order would move whole blocks).
+// snapshot, in chunks of the snapshot's order (read with one thread), each
+// chunk's rows then sorted by sortBy. Every read checks the rows and their
+// order against the first (per chunk: count and the position-weighted sum
+// of start_ns; a Memory table's blocks keep their rows in order, so a
+// different order would move whole blocks).
 type colFrame struct {
 	base   string
 	chunks []int // rows per chunk
@@ -697,7 +698,7 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
 
 // parallel runs work over the frame's chunks on up to GOMAXPROCS workers
 // (chunk i on worker i mod W: the sums are the same from run to run).
-func (f *colFrame) parallel(work func(w int, ci int)) int {
+func (f *colFrame) parallel(work func(w int, ci int)) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(f.chunks)))
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -710,7 +711,6 @@ func (f *colFrame) parallel(work func(w int, ci int)) int {
 		}()
 	}
 	wg.Wait()
-	return workers
 }
 
 // suffStats is the Go first pass: rows that add up (AssembleSuffStats) to
