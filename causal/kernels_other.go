@@ -13,3 +13,6 @@ func axpy(y []float64, a float64, x []float64) { floats.AddScaled(y[:len(x)], a,
 // hinge writes greatest(x[i] − k, 0) (ClickHouse's: NaN gives 0) to dst,
 // at least as long as x.
 func hinge(dst []float64, k float64, x []float64) { hingeGo(dst[:len(x)], k, x) }
+
+// hasFMA is false: the kernels are gonum's loops.
+const hasFMA = false
