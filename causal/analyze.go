@@ -27,6 +27,16 @@ type Config struct {
 	// that: the same answers, several times faster (DESIGN.md). A user on
 	// readonly = 1 reads directly.
 	DirectReads bool
+	// SQLFits makes ClickHouse compute the fits' sums (XᵀX, Xᵀy, the HC3
+	// meats) from generated SQL, as direct reads always do. By default
+	// (false) an analysis reading a snapshot reads the node expressions,
+	// outcome, window indicator and placement labels of its rows once,
+	// columnar, and computes every fit's sums in Go (colfit.go): the same
+	// answers, an order of magnitude less server time (DESIGN.md "Cost").
+	SQLFits bool
+	// frameReadValues overrides the values one read of the Go fits' frame
+	// carries (tests: many reads of one frame).
+	frameReadValues int
 	// SamplesTable is the per-GPU samples table (gpu_samples), read to
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
@@ -329,6 +339,19 @@ type Analysis struct {
 	QueryTime time.Duration
 	// Reads says whether the queries read a snapshot or the table.
 	Reads Reads
+	// Fits says where the fits' sums were computed.
+	Fits Fits
+}
+
+// Fits says where an analysis computed its fits' sums: in Go from a
+// columnar read of the snapshot (Config.SQLFits unset), or in ClickHouse.
+type Fits struct {
+	// Go is the time spent in the Go passes (0: every pass ran in SQL).
+	Go time.Duration
+	// FrameBytes is the memory the columns read for them held.
+	FrameBytes int64
+	// SQL counts the passes that ran in ClickHouse.
+	SQL int
 }
 
 // Candidate is one cause examined.
@@ -383,6 +406,7 @@ func (a *Analyzer) Analyze(ctx context.Context, req Request) (*Analysis, error) 
 	}
 	an := r.result()
 	an.Reads = sa.reads
+	an.Fits = r.gofit.summary()
 	if made {
 		an.Queries += snapshotStatements
 		an.QueryTime += sa.reads.SnapshotTime

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +144,7 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.ReportAllocs()
 	var an *Analysis
 	var err error
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		if an, err = a.Analyze(context.Background(), req); err != nil {
@@ -150,6 +152,9 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "go-cpu-s/op")
+	b.ReportMetric(an.Fits.Go.Seconds(), "go-fits-s")
+	b.ReportMetric(float64(an.Fits.FrameBytes)/(1<<20), "go-frame-MiB")
 	estimated := 0
 	for _, c := range an.Candidates {
 		if c.Skipped == "" && !c.Split {
@@ -181,6 +186,9 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	if an.Reads.Direct != "" {
 		b.Logf("direct reads: %s", an.Reads.Direct)
 	}
+	for i, c := range an.Incident.Culprits {
+		b.Logf("culprit %d: %s %s AF %.4f effect %.1f ms counterfactual %.1f ms", i+1, c.Cause, EntityString(c.Entity), c.AttributableFraction, c.EffectMS, c.CounterfactualP99MS)
+	}
 	if len(an.Incident.Culprits) > 0 {
 		b.Logf("top culprit %s %s AF %.4f; %d queries, %v in ClickHouse, snapshot %d rows in %v; one plain scan %v",
 			an.Incident.Culprits[0].Cause, EntityString(an.Incident.Culprits[0].Entity), an.Incident.Culprits[0].AttributableFraction,
@@ -192,22 +200,37 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 // default DAG, the degraded checks, health, counterfactuals) over 100k and
 // 1M window+baseline requests (10M with TAILCAUSE_BENCH_10M=1), next to
 // one plain scan of the same rows measured in the same run
-// (x-plain-scan): wall time per analysis, ClickHouse queries, rows read
-// and peak memory (system.query_log), Go-side allocations.
-// requests=N reads through a snapshot (the default); direct,requests=N
-// reads the table with FINAL in every query (Config.DirectReads: the
-// read-only user's path, and the figures before snapshots), on the same
-// data: each size is inserted once, before its two sub-benchmarks (also
-// when a -bench pattern selects only one of them). Run with -benchtime=1x.
+// (x-plain-scan): wall time per analysis, ClickHouse queries, rows read,
+// peak memory and CPU (system.query_log), the Go process's CPU and
+// allocations. requests=N reads through a snapshot and computes the fits'
+// sums in Go (the defaults); sql,requests=N through a snapshot with the
+// fits in SQL (Config.SQLFits: the figures before the Go fits);
+// direct,requests=N reads the table with FINAL in every query
+// (Config.DirectReads: the read-only user's path, fits in SQL; not at 10M,
+// where it takes ten minutes), on the same data: each size is inserted
+// once, before its sub-benchmarks (also when a -bench pattern selects only
+// one of them). Run with -benchtime=1x.
 func BenchmarkAnalyze(b *testing.B) {
 	sizes := []int{100_000, 1_000_000}
 	if os.Getenv("TAILCAUSE_BENCH_10M") != "" {
 		sizes = append(sizes, 10_000_000)
 	}
 	for _, n := range sizes {
-		// One dataset for both: its database lives until the parent ends.
+		// One dataset for all: its database lives until the parent ends.
 		a, req := benchData(b, n)
 		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) { runBench(b, a, req) })
+		b.Run(fmt.Sprintf("sql,requests=%d", n), func(b *testing.B) {
+			cfg := a.Config()
+			cfg.SQLFits = true
+			as, err := NewAnalyzer(a.db, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runBench(b, as, req)
+		})
+		if n > 1_000_000 {
+			continue
+		}
 		b.Run(fmt.Sprintf("direct,requests=%d", n), func(b *testing.B) {
 			cfg := a.Config()
 			cfg.DirectReads = true
@@ -243,4 +266,13 @@ func BenchmarkAnalyzeCauses(b *testing.B) {
 			runBench(b, ac, req)
 		})
 	}
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

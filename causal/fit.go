@@ -25,11 +25,7 @@ type fitResult struct {
 // targeted meats. A treatment without variation, or collinear with its
 // adjusters, is errSkip.
 func (r *run) fitDesign(d Design) (*fitResult, error) {
-	q1, err := d.SuffStatsSQL()
-	if err != nil {
-		return nil, err
-	}
-	groups, err := r.groups("sufficient statistics", q1, len(d.Factors), len(d.SuffStatsColumns()))
+	groups, err := r.passSuffStats("sufficient statistics", d)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +80,7 @@ func (r *run) fitDesign(d Design) (*fitResult, error) {
 		}
 		fits = append(fits, f)
 	}
-	q2, err := d.MeatSQL(fits, 1)
-	if err != nil {
-		return nil, err
-	}
-	row2, err := r.floats("meats", q2, len(d.MeatColumns()))
+	row2, err := r.passMeats("meats", d, fits, 1)
 	if err != nil {
 		return nil, err
 	}

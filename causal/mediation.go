@@ -113,11 +113,7 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 		Outcomes: []string{y},
 		Sums:     []string{w, w + " * " + x, w + " * " + y, "1 - " + w, "(1 - " + w + ") * " + x, "(1 - " + w + ") * " + y},
 	}
-	q, err := d.SuffStatsSQL()
-	if err != nil {
-		return share, mWin, mBase, err
-	}
-	groups, err := r.groups("mediation", q, len(d.Factors), len(d.SuffStatsColumns()))
+	groups, err := r.passSuffStats("mediation", d)
 	if err != nil {
 		return share, mWin, mBase, err
 	}

@@ -44,6 +44,7 @@ type run struct {
 	spans         []float64       // arrivalSpans: window, baseline seconds
 	mediated      map[string]bool // mediates, memoized
 	qseries       *qseries        // quantileSeries, memoized
+	gofit         goFits          // the fits' columns and sums in Go (colfit.go)
 
 	notes   []string
 	queries int

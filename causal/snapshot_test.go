@@ -81,8 +81,8 @@ func culpritList(cs []Culprit) string {
 // a thermal throttle on one GPU and a degraded engine in the second hour),
 // the analysis read through a snapshot names the same culprits in the same
 // order as the one reading the table with FINAL in every query, with AF
-// within afTolerance; it reads the snapshot, and sends as many queries plus
-// the snapshot's two.
+// within afTolerance; it reads the snapshot, and sends fewer queries (the
+// snapshot's two, and its fits read columns instead of one query per pass).
 func TestSnapshotMatchesDirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -116,8 +116,10 @@ func TestSnapshotMatchesDirect(t *testing.T) {
 		if snap.Reads.SnapshotRows == 0 || snap.Reads.Direct != "" {
 			t.Fatalf("%s: no snapshot: %+v", what, snap.Reads)
 		}
-		if snap.Queries != direct.Queries+snapshotStatements {
-			t.Errorf("%s: %d queries through the snapshot, %d direct", what, snap.Queries, direct.Queries)
+		// The fits' passes run in Go from a few reads of the snapshot
+		// (TestGoFitsMatchSQL compares those with the SQL passes).
+		if snap.Queries >= direct.Queries+snapshotStatements || snap.Fits.Go == 0 {
+			t.Errorf("%s: %d queries through the snapshot (fits %+v), %d direct", what, snap.Queries, snap.Fits, direct.Queries)
 		}
 		if direct.Incident.Status != StatusFiring {
 			t.Errorf("%s: no breach", what)
@@ -159,7 +161,7 @@ func TestSnapshotSweepMatchesDirect(t *testing.T) {
 			t.Errorf("scope analysis reads %+v, the sweep's snapshot %+v", an.Reads, snap.Reads)
 		}
 	}
-	if snap.Queries != direct.Queries+snapshotStatements {
+	if snap.Queries >= direct.Queries+snapshotStatements {
 		t.Errorf("%d queries through the snapshot, %d direct", snap.Queries, direct.Queries)
 	}
 	if len(direct.Breaches) == 0 || len(direct.Breaches) != len(snap.Breaches) {

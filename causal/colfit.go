@@ -1,0 +1,1159 @@
+package causal
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// The Go fits: the two passes of a Design (SuffStatsSQL, MeatSQL) computed
+// in Go from columns read once per analysis, instead of by ClickHouse from
+// generated SQL (DESIGN.md, "The fits' sums in Go"). The frame holds the rows of the run's
+// pooled scope in its snapshot, one column per atom (colterm.go): the node
+// expressions, the outcome's tail indicator and logarithm, the window
+// indicator and the factor labels; the regressors (hinges, products,
+// guards, indicators) are evaluated from them block by block in the
+// passes. The first pass returns the GroupRows the SQL would, the second
+// the row of MeatColumns, so everything downstream (AssembleSuffStats,
+// FitOLS, ParseMeats) is shared with the SQL path.
+
+const (
+	frameChunk = 1 << 16 // rows per chunk of the frame (and per row of a frame read)
+	fitBlock   = 1024    // rows per block of the Go passes (the columns of a block stay in L2)
+	// frameReadValues bounds the values one frame read carries (the
+	// server holds them in groupArray states until the read ends): at
+	// most 64M values (512 MiB), in several reads beyond.
+	frameReadValues = 64 << 20
+	// maxGroupKeys bounds the label combinations of a Go first pass.
+	maxGroupKeys = 1 << 20
+)
+
+// errNoGoFit says why a design runs in SQL instead (wrapped with the
+// reason); errFrameRead that the frame could not be read.
+var (
+	errNoGoFit   = errors.New("no Go fit")
+	errFrameRead = errors.New("read the frame")
+)
+
+// goFits is a run's state of the Go fits.
+type goFits struct {
+	frame *colFrame
+	err   error         // the frame could not be read: SQL for the rest of the run
+	time  time.Duration // spent in the Go passes
+	sql   int           // passes run in SQL
+}
+
+func (g *goFits) summary() Fits {
+	f := Fits{Go: g.time, SQL: g.sql}
+	if g.frame != nil {
+		f.FrameBytes = g.frame.bytes
+	}
+	return f
+}
+
+// colFrame is the columnar read of one run's rows (Where = base) from its
+// snapshot, in chunks of the snapshot's order (read with one thread), each
+// chunk's rows then sorted by sortBy. Every read checks the rows and their
+// order against the first (per chunk: count and the position-weighted sum
+// of start_ns; a Memory table's blocks keep their rows in order, so a
+// different order would move whole blocks).
+type colFrame struct {
+	base   string
+	chunks []int // rows per chunk
+	check  []uint64
+	nums   map[string][]colPart // Float64 atoms, per chunk
+	labels map[string]*labelCol // String atoms (toString(expr))
+	// sortBy is the label (the DAG's first placement node) by which each
+	// chunk's rows are kept sorted, perm the order (perm[ci][p] is the
+	// read's row of position p): the rows of one engine are then adjacent,
+	// and most blocks of the passes hold one fixed-effect level.
+	sortBy string
+	perm   [][]int32
+	bytes  int64
+	reads  int
+}
+
+// colPart is one chunk of a Float64 column in the narrowest exact type:
+// 0/1 as bytes, float32 when every value converts back unchanged.
+type colPart struct {
+	f64 []float64
+	f32 []float32
+	u8  []uint8
+}
+
+type labelCol struct {
+	dict  []string          // code i+1 is dict[i]; 0 is never read
+	code  map[string]uint32 // dict → code
+	parts [][]uint32
+}
+
+func (r *run) goFitsOn() bool {
+	return !r.cfg.SQLFits && r.a.snap != nil && r.table() == snapshotTable
+}
+
+// goDesign is a Design compiled against the frame.
+type goDesign struct {
+	d       Design
+	conds   []*colTerm // the conjuncts of Where beyond the frame's base
+	cols    []*colTerm // regressors, outcomes, sums (the order of rowsSQL's finite check)
+	c, k, m int
+	factors []*labelCol
+	stride  []int // group key = Σ code_f · stride_f
+	keys    int   // number of keys
+	levels  [][]int
+	atoms   int // distinct atoms (colTerm.aid)
+}
+
+// compileDesign compiles d for the Go passes, reading the atoms the frame
+// lacks; errNoGoFit when d reads other rows than the frame's.
+func (r *run) compileDesign(d Design) (*goDesign, error) {
+	if d.Table != snapshotTable {
+		return nil, fmt.Errorf("%w: table %s", errNoGoFit, d.Table)
+	}
+	base := r.pooledWhere()
+	rest, ok := strings.CutPrefix(d.Where, base)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, " AND ")) {
+		return nil, fmt.Errorf("%w: the rows are not the pooled scope's", errNoGoFit)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	tc := r.termCompiler()
+	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
+	for _, x := range slices.Concat(d.Regressors, d.Outcomes, d.Sums) {
+		g.cols = append(g.cols, tc.compile(x))
+	}
+	for _, s := range conjuncts(strings.TrimPrefix(rest, " AND ")) {
+		t := tc.condition(s)
+		// isFinite(x) of an atom that is itself a column: the row's sum
+		// is then not finite either, and the row is left out anyway.
+		if t.kind == termFinite && t.args[0].kind == termAtom && slices.ContainsFunc(g.cols, func(c *colTerm) bool {
+			return c.kind == termAtom && c.atom == t.args[0].atom
+		}) {
+			continue
+		}
+		g.conds = append(g.conds, t)
+	}
+	nums, labels := map[string]bool{}, map[string]bool{}
+	for _, t := range slices.Concat(g.conds, g.cols) {
+		t.atoms(nums, labels)
+	}
+	for _, f := range d.Factors {
+		labels["toString("+f.Expr+")"] = true
+	}
+	if r.gofit.frame == nil {
+		r.gofit.frame = &colFrame{base: base, nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+		for _, n := range r.a.dag.Nodes() {
+			if n.Categorical && n.Expr != "" && !n.Latent {
+				r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
+				break
+			}
+		}
+		// The first read takes the atoms every design of the run may use,
+		// so that later designs find them.
+		for _, n := range r.a.dag.Nodes() {
+			if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
+				continue
+			}
+			if n.Categorical {
+				labels["toString("+n.Expr+")"] = true
+				continue
+			}
+			tc.compile(n.Covariate()).atoms(nums, labels)
+			tc.compile(n.Treatment()).atoms(nums, labels)
+		}
+		for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
+			tc.compile(x).atoms(nums, labels)
+		}
+	}
+	if err := r.readFrame(nums, labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", errFrameRead, err)
+	}
+	return r.gofit.frame.bind(g)
+}
+
+// bind numbers the atoms of g and sets its factors from the frame's
+// label columns.
+func (fr *colFrame) bind(g *goDesign) (*goDesign, error) {
+	d := g.d
+	ids := map[string]int{}
+	var number func(t *colTerm)
+	number = func(t *colTerm) {
+		switch t.kind {
+		case termAtom, termEq:
+			key := t.atom + "\x00" + t.lit
+			id, ok := ids[key]
+			if !ok {
+				id = len(ids)
+				ids[key] = id
+			}
+			t.aid = id
+		}
+		for _, a := range t.args {
+			number(a)
+		}
+	}
+	for _, t := range slices.Concat(g.conds, g.cols) {
+		number(t)
+	}
+	g.atoms = len(ids)
+	g.keys = 1
+	for _, f := range d.Factors {
+		lc := fr.labels["toString("+f.Expr+")"]
+		lv := make([]int, len(lc.dict)+1)
+		for i := range lv {
+			lv[i] = -1
+		}
+		g.factors = append(g.factors, lc)
+		g.stride = append(g.stride, g.keys)
+		g.keys *= len(lc.dict) + 1
+		if g.keys > maxGroupKeys {
+			return nil, fmt.Errorf("%w: %d label combinations", errNoGoFit, g.keys)
+		}
+		g.levels = append(g.levels, lv)
+	}
+	at := g.c
+	for f, fa := range d.Factors {
+		for _, l := range fa.Levels {
+			if code, ok := g.factors[f].code[l]; ok {
+				g.levels[f][code] = at
+			}
+			at++
+		}
+	}
+	return g, nil
+}
+
+func (r *run) termCompiler() termCompiler {
+	labels := map[string]bool{}
+	for _, c := range []string{"host", "pod", "engine", "gpu", "model", "service"} {
+		labels[c] = true
+	}
+	for _, n := range r.a.dag.Nodes() {
+		if n.Categorical && n.Expr != "" {
+			labels[n.Expr] = true
+		}
+	}
+	return termCompiler{labels: labels}
+}
+
+// readFrame reads the atoms the frame lacks.
+func (r *run) readFrame(nums, labels map[string]bool) error {
+	f := r.gofit.frame
+	var newNums, newLabels []string
+	for a := range nums {
+		if _, ok := f.nums[a]; !ok {
+			newNums = append(newNums, a)
+		}
+	}
+	for a := range labels {
+		if _, ok := f.labels[a]; !ok {
+			newLabels = append(newLabels, a)
+		}
+	}
+	slices.Sort(newNums)
+	slices.Sort(newLabels)
+	if len(newNums)+len(newLabels) == 0 {
+		return nil
+	}
+	from := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	if len(newLabels) > 0 {
+		sel := make([]string, len(newLabels))
+		for i, a := range newLabels {
+			sel[i] = "arraySort(groupUniqArray(" + a + "))"
+		}
+		dicts := make([][]string, len(newLabels))
+		dest := make([]any, len(newLabels))
+		for i := range dicts {
+			dest[i] = &dicts[i]
+		}
+		q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from
+		if err := r.query("frame labels", q, func(rows Rows) error { return rows.Scan(dest...) }); err != nil {
+			return err
+		}
+		for i, a := range newLabels {
+			lc := &labelCol{dict: dicts[i], code: map[string]uint32{}}
+			for j, l := range lc.dict {
+				lc.code[l] = uint32(j + 1)
+			}
+			f.labels[a] = lc
+		}
+	}
+	type col struct {
+		sql   string // selected expression
+		num   string // the Float64 atom, or
+		label string // the label whose codes it carries
+	}
+	var cols []col
+	for _, a := range newLabels {
+		lc := f.labels[a]
+		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
+		for i, l := range lc.dict {
+			ds[i], cs[i] = QuoteString(l), strconv.Itoa(i+1)
+		}
+		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
+	}
+	for _, a := range newNums {
+		cols = append(cols, col{sql: a, num: a})
+	}
+	rows := 0
+	for _, n := range f.chunks {
+		rows += n
+	}
+	if f.chunks == nil && r.a.snap != nil {
+		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
+	}
+	budget := frameReadValues
+	if r.cfg.frameReadValues > 0 {
+		budget = r.cfg.frameReadValues
+	}
+	per := len(cols)
+	if rows > 0 {
+		per = max(1, budget/rows)
+	}
+	for len(cols) > 0 {
+		batch := cols[:min(per, len(cols))]
+		cols = cols[len(batch):]
+		sel := make([]string, len(batch))
+		inner := make([]string, len(batch))
+		for i, c := range batch {
+			inner[i] = c.sql + " AS tc_a" + strconv.Itoa(i)
+			sel[i] = "reinterpret(groupArray(tc_a" + strconv.Itoa(i) + "), 'String')"
+		}
+		// One thread reads the Memory table in the order it was written:
+		// rowNumberInAllBlocks numbers the rows alike in every read.
+		q := fmt.Sprintf("SELECT intDiv(tc_row, %d) AS tc_chunk, count(), sum(start_ns * (tc_row + 1)), %s\nFROM (SELECT rowNumberInAllBlocks() AS tc_row, start_ns, %s FROM %s)\nGROUP BY tc_chunk\nSETTINGS max_threads = 1",
+			frameChunk, strings.Join(sel, ", "), strings.Join(inner, ", "), from)
+		got := map[uint64]bool{}
+		var chunks []int
+		var checks []uint64
+		first := f.chunks == nil
+		bufs := make([]string, len(batch))
+		err := r.query("frame", q, func(rows Rows) error {
+			var ci, n, check uint64
+			dest := []any{&ci, &n, &check}
+			for i := range bufs {
+				dest = append(dest, &bufs[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			if got[ci] {
+				return fmt.Errorf("chunk %d twice", ci)
+			}
+			got[ci] = true
+			if int(ci) >= len(chunks) {
+				chunks = append(chunks, make([]int, int(ci)+1-len(chunks))...)
+				checks = append(checks, make([]uint64, int(ci)+1-len(checks))...)
+			}
+			chunks[ci], checks[ci] = int(n), check
+			for i, c := range batch {
+				if first && c.label != "" && c.label == f.sortBy {
+					f.sortChunk(int(ci), int(n), bufs[i], len(f.labels[c.label].dict))
+				}
+			}
+			for i, c := range batch {
+				if err := f.store(c.num, c.label, int(ci), int(n), bufs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(got) != len(chunks) {
+			return fmt.Errorf("frame read: %d of %d chunks", len(got), len(chunks))
+		}
+		if first {
+			f.chunks, f.check = chunks, checks
+		} else if !slices.Equal(chunks, f.chunks) || !slices.Equal(checks, f.check) {
+			return errors.New("frame read: the snapshot's rows came in another order than in the first read")
+		}
+		f.reads++
+	}
+	r.a.log.Debug("causal frame", "rows", rows, "numeric", len(f.nums), "labels", len(f.labels), "bytes", f.bytes)
+	return nil
+}
+
+// store keeps chunk ci (n rows) of an atom from its raw little-endian bytes.
+func (f *colFrame) store(num, label string, ci, n int, raw string) error {
+	if label != "" {
+		if len(raw) != 4*n {
+			return fmt.Errorf("frame read %s: %d bytes for %d rows", label, len(raw), n)
+		}
+		lc := f.labels[label]
+		if len(lc.parts) <= ci {
+			lc.parts = append(lc.parts, make([][]uint32, ci+1-len(lc.parts))...)
+		}
+		p := make([]uint32, n)
+		perm := f.permOf(ci, n)
+		for i := range p {
+			p[i] = le32(raw[4*perm[i]:])
+		}
+		lc.parts[ci] = p
+		f.bytes += int64(4 * n)
+		return nil
+	}
+	if len(raw) != 8*n {
+		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
+	}
+	// Classify first, then decode into the narrowest type (no float64
+	// copy of a column kept as bytes or float32).
+	bits, f32 := true, true
+	for i := range n {
+		x := math.Float64frombits(le64(raw[8*i:]))
+		bits = bits && (x == 1 || x == 0 && !math.Signbit(x))
+		f32 = f32 && (float64(float32(x)) == x || math.IsNaN(x))
+		if !bits && !f32 {
+			break
+		}
+	}
+	var p colPart
+	perm := f.permOf(ci, n)
+	switch {
+	case bits:
+		p.u8 = make([]uint8, n)
+		for i := range p.u8 {
+			if raw[8*perm[i]+7] != 0 { // 1.0 is 0x3FF0…, 0.0 all zero
+				p.u8[i] = 1
+			}
+		}
+		f.bytes += int64(n)
+	case f32:
+		p.f32 = make([]float32, n)
+		for i := range p.f32 {
+			p.f32[i] = float32(math.Float64frombits(le64(raw[8*perm[i]:])))
+		}
+		f.bytes += int64(4 * n)
+	default:
+		p.f64 = make([]float64, n)
+		for i := range p.f64 {
+			p.f64[i] = math.Float64frombits(le64(raw[8*perm[i]:]))
+		}
+		f.bytes += int64(8 * n)
+	}
+	parts := f.nums[num]
+	if len(parts) <= ci {
+		parts = append(parts, make([]colPart, ci+1-len(parts))...)
+	}
+	parts[ci] = p
+	f.nums[num] = parts
+	return nil
+}
+
+// sortChunk sets the order of chunk ci (n rows) from the codes of the
+// sortBy label (raw, little-endian uint32, codes 0..dict): a stable
+// counting sort.
+func (f *colFrame) sortChunk(ci, n int, raw string, dict int) {
+	if len(raw) != 4*n {
+		return // store reports it
+	}
+	start := make([]int32, dict+2)
+	for i := range n {
+		start[min(int(le32(raw[4*i:])), dict)+1]++
+	}
+	for c := 1; c < len(start); c++ {
+		start[c] += start[c-1]
+	}
+	perm := make([]int32, n)
+	for i := range n {
+		c := min(int(le32(raw[4*i:])), dict)
+		perm[start[c]] = int32(i)
+		start[c]++
+	}
+	for len(f.perm) <= ci {
+		f.perm = append(f.perm, nil)
+	}
+	f.perm[ci] = perm
+	f.bytes += int64(4 * n)
+}
+
+// permOf is the order of chunk ci: its permutation, or the identity.
+func (f *colFrame) permOf(ci, n int) []int32 {
+	if ci < len(f.perm) && f.perm[ci] != nil {
+		return f.perm[ci]
+	}
+	id := make([]int32, n)
+	for i := range id {
+		id[i] = int32(i)
+	}
+	return id
+}
+
+// block is a worker's view of one block of rows: the design's columns
+// evaluated, the rows not selected (a condition false, or a value not
+// finite) zeroed, and each selected row's group (label combination),
+// reused from block to block.
+type block struct {
+	f      *colFrame
+	g      *goDesign
+	ci, lo int
+	n      int
+	memo   [][]float64 // per atom id: its values in this block
+	seen   []int       // per atom id: the block (gen) memo holds
+	gen    int
+	free   [][]float64 // buffers for terms
+	own    [][]float64 // per design column: its buffer
+	cols   [][]float64 // per design column: its values (own, or an atom's memo)
+	mask   []bool
+	acc    []float64
+	key    []int32
+	grp    []int32 // per row: the worker's group index; dummy (len(groups) cap) when not selected
+	gid    []int32 // key → worker group index + 1
+	groups []int   // worker group index → key
+}
+
+func (b *block) buf() []float64 {
+	if n := len(b.free); n > 0 {
+		x := b.free[n-1]
+		b.free = b.free[:n-1]
+		return x
+	}
+	return make([]float64, fitBlock)
+}
+
+func (b *block) put(x []float64) { b.free = append(b.free, x[:cap(x)]) }
+
+// atom returns the values of atom id t in the block, evaluated once.
+func (b *block) atom(t *colTerm) []float64 {
+	n := b.n
+	if b.seen[t.aid] == b.gen {
+		return b.memo[t.aid][:n]
+	}
+	b.seen[t.aid] = b.gen
+	if b.memo[t.aid] == nil {
+		b.memo[t.aid] = make([]float64, fitBlock)
+	}
+	dst := b.memo[t.aid][:n]
+	lo := b.lo
+	switch t.kind {
+	case termAtom:
+		p := b.f.nums[t.atom][b.ci]
+		switch {
+		case p.u8 != nil:
+			for i, x := range p.u8[lo : lo+n] {
+				dst[i] = float64(x)
+			}
+		case p.f32 != nil:
+			for i, x := range p.f32[lo : lo+n] {
+				dst[i] = float64(x)
+			}
+		default:
+			copy(dst, p.f64[lo:lo+n])
+		}
+	case termEq:
+		lc := b.f.labels[t.atom]
+		want, ok := lc.code[t.lit]
+		for i, c := range lc.parts[b.ci][lo : lo+n] {
+			if ok && c == want {
+				dst[i] = 1
+			} else {
+				dst[i] = 0
+			}
+		}
+	}
+	return dst
+}
+
+// term returns the values of t in the block: an atom's memo, or dst
+// (len n) written.
+func (b *block) term(t *colTerm, dst []float64) []float64 {
+	switch t.kind {
+	case termAtom, termEq:
+		return b.atom(t)
+	case termConst:
+		for i := range dst {
+			dst[i] = t.v
+		}
+	case termHinge:
+		// ClickHouse's greatest(a, b) is a > b ? a : b (NaN gives 0).
+		hinge(dst, t.v, b.term(t.args[0], dst))
+	case termGuard:
+		x := b.term(t.args[0], dst)
+		for i, v := range x {
+			if v-v != 0 { // not finite
+				v = 0
+			}
+			dst[i] = v
+		}
+	case termProd:
+		x := b.term(t.args[0], dst)
+		if &x[0] != &dst[0] {
+			copy(dst, x)
+		}
+		tmp := b.buf()[:len(dst)]
+		for _, a := range t.args[1:] {
+			for i, v := range b.term(a, tmp) {
+				dst[i] *= v
+			}
+		}
+		b.put(tmp)
+	case termOneMinus:
+		for i, v := range b.term(t.args[0], dst) {
+			dst[i] = 1 - v
+		}
+	case termFinite:
+		for i, v := range b.term(t.args[0], dst) {
+			if v-v == 0 {
+				dst[i] = 1
+			} else {
+				dst[i] = 0
+			}
+		}
+	}
+	return dst
+}
+
+// fill evaluates g over rows [lo, lo+n) of chunk ci and returns the number
+// of rows selected.
+func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
+	if b.cols == nil {
+		b.f, b.g = f, g
+		b.own, b.cols = make([][]float64, len(g.cols)), make([][]float64, len(g.cols))
+		for j := range b.own {
+			b.own[j] = make([]float64, fitBlock)
+		}
+		b.memo, b.seen = make([][]float64, g.atoms), make([]int, g.atoms)
+		b.mask, b.acc = make([]bool, fitBlock), make([]float64, fitBlock)
+		b.key, b.grp = make([]int32, fitBlock), make([]int32, fitBlock)
+		b.gid = make([]int32, g.keys)
+	}
+	b.ci, b.lo, b.n = ci, lo, n
+	b.gen++
+	mask := b.mask[:n]
+	for i := range mask {
+		mask[i] = true
+	}
+	tmp := b.buf()[:n]
+	for _, t := range g.conds {
+		for i, x := range b.term(t, tmp) {
+			mask[i] = mask[i] && x != 0
+		}
+	}
+	b.put(tmp)
+	// The rows' sum must be finite, as rowsSQL's isFinite(x0 + x1 + …).
+	acc := b.acc[:n]
+	for j, t := range g.cols {
+		col := b.term(t, b.own[j][:n])
+		b.cols[j] = col
+		if j == 0 {
+			copy(acc, col)
+		} else {
+			axpy(acc, 1, col) // 1·x is exact: acc + x, rounded once
+		}
+	}
+	key := b.key[:n]
+	for i := range key {
+		key[i] = 0
+	}
+	for fi, lc := range g.factors {
+		st := int32(g.stride[fi])
+		for i, c := range lc.parts[ci][lo : lo+n] {
+			key[i] += int32(c) * st
+		}
+	}
+	sel := 0
+	grp := b.grp[:n]
+	for i, x := range acc {
+		if !mask[i] || x-x != 0 {
+			grp[i] = -1
+			continue
+		}
+		sel++
+		w := b.gid[key[i]]
+		if w == 0 {
+			b.groups = append(b.groups, int(key[i]))
+			w = int32(len(b.groups))
+			b.gid[key[i]] = w
+		}
+		grp[i] = w - 1
+	}
+	if sel < n {
+		// Zero the rows left out, once per buffer (columns may share an
+		// atom's).
+		done := map[*float64]bool{}
+		for _, col := range b.cols {
+			if done[&col[0]] {
+				continue
+			}
+			done[&col[0]] = true
+			for i, w := range grp {
+				if w < 0 {
+					col[i] = 0
+				}
+			}
+		}
+	}
+	return sel
+}
+
+// parallel runs work over the frame's chunks on up to GOMAXPROCS workers
+// (chunk i on worker i mod W: the sums are the same from run to run).
+func (f *colFrame) parallel(work func(w int, ci int)) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(f.chunks)))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ci := w; ci < len(f.chunks); ci += workers {
+				work(w, ci)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// suffStats is the Go first pass: rows that add up (AssembleSuffStats) to
+// what SuffStatsSQL's rows do. A group's count and its sums of every
+// column are its own; the cross products xx, xy and yy, which
+// AssembleSuffStats only adds over the groups, are summed over all rows
+// and carried by the first group.
+func (f *colFrame) suffStats(g *goDesign) []GroupRow {
+	nv := len(g.d.SuffStatsColumns())
+	q := g.c + g.k // the Gram matrix of the regressors and outcomes
+	type acc struct {
+		gram   []float64   // q×q, upper triangle
+		groups [][]float64 // worker group → n, Σ of each column
+		start  []int       // per group: where its rows start in order
+		order  []int32     // the block's selected rows by group
+	}
+	blocks := make([]*block, runtime.GOMAXPROCS(0))
+	accs := make([]*acc, len(blocks))
+	f.parallel(func(w, ci int) {
+		if blocks[w] == nil {
+			blocks[w], accs[w] = &block{}, &acc{gram: make([]float64, q*q), order: make([]int32, fitBlock)}
+		}
+		b, ac := blocks[w], accs[w]
+		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
+			n := min(fitBlock, f.chunks[ci]-lo)
+			if b.fill(f, g, ci, lo, n) == 0 {
+				continue
+			}
+			for len(ac.groups) < len(b.groups) {
+				ac.groups = append(ac.groups, make([]float64, 1+len(g.cols)))
+			}
+			for i := 0; i < q; i++ {
+				xi := b.cols[i][:n]
+				for j := i; j < q; j++ {
+					ac.gram[i*q+j] += dot(xi, b.cols[j])
+				}
+			}
+			grp := b.grp[:n]
+			if one := grp[0]; one >= 0 && !slices.ContainsFunc(grp, func(w int32) bool { return w != one }) {
+				v := ac.groups[one]
+				v[0] += float64(n)
+				for j, col := range b.cols {
+					v[1+j] += floats.Sum(col[:n])
+				}
+				continue
+			}
+			// The rows of each group (counting sort of the row numbers),
+			// then each column's sum over them.
+			ng := len(b.groups)
+			for len(ac.start) <= ng {
+				ac.start = append(ac.start, 0)
+			}
+			start := ac.start[:ng+1]
+			for i := range start {
+				start[i] = 0
+			}
+			for _, w := range grp {
+				if w >= 0 {
+					start[w+1]++
+				}
+			}
+			for w := range ng {
+				ac.groups[w][0] += float64(start[w+1])
+				start[w+1] += start[w]
+			}
+			order := ac.order[:start[ng]]
+			for i, w := range grp {
+				if w >= 0 {
+					order[start[w]] = int32(i)
+					start[w]++
+				}
+			}
+			for j, col := range b.cols[:q] {
+				at := 0
+				for w := range ng {
+					var sum float64
+					for _, i := range order[at:start[w]] {
+						sum += col[i]
+					}
+					ac.groups[w][1+j] += sum
+					at = start[w]
+				}
+			}
+			for j, col := range b.cols[q:] {
+				ac.groups[0][1+q+j] += floats.Sum(col)
+			}
+		}
+	})
+	gram := make([]float64, q*q)
+	merged := map[int][]float64{}
+	var keys []int
+	for w, b := range blocks {
+		if b == nil {
+			continue
+		}
+		floats.Add(gram, accs[w].gram)
+		for wg, key := range b.groups {
+			v, ok := merged[key]
+			if !ok {
+				v = make([]float64, 1+len(g.cols))
+				merged[key] = v
+				keys = append(keys, key)
+			}
+			floats.Add(v, accs[w].groups[wg])
+		}
+	}
+	slices.Sort(keys)
+	out := make([]GroupRow, 0, len(keys))
+	for i, key := range keys {
+		s := merged[key]
+		v := make([]float64, nv)
+		v[0] = s[0]
+		at := 1
+		for a := 0; a < g.c; a++ {
+			for b := a; b < g.c; b++ {
+				if i == 0 {
+					v[at] = gram[a*q+b]
+				}
+				at++
+			}
+		}
+		for a := 0; a < g.c; a++ {
+			v[at] = s[1+a]
+			at++
+		}
+		for k := 0; k < g.k; k++ {
+			y := g.c + k
+			for a := 0; a < g.c; a++ {
+				if i == 0 {
+					v[at] = gram[a*q+y]
+				}
+				at++
+			}
+			v[at] = s[1+y]
+			if i == 0 {
+				v[at+1] = gram[y*q+y]
+			}
+			at += 2
+		}
+		for m := 0; m < g.m; m++ {
+			v[at] = s[1+g.c+g.k+m]
+			at++
+		}
+		out = append(out, GroupRow{Labels: g.labelsOf(key), Values: v})
+	}
+	return out
+}
+
+func (g *goDesign) codesOf(key int) []uint32 {
+	out := make([]uint32, len(g.factors))
+	for f := len(g.factors) - 1; f >= 0; f-- {
+		out[f] = uint32(key / g.stride[f])
+		key %= g.stride[f]
+	}
+	return out
+}
+
+func (g *goDesign) labelsOf(key int) []string {
+	codes := g.codesOf(key)
+	out := make([]string, len(codes))
+	for f, c := range codes {
+		if c > 0 {
+			out[f] = g.factors[f].dict[c-1]
+		}
+	}
+	return out
+}
+
+// meatGroup is what a group's indicator columns add to a row's residuals,
+// targeted row a·x and leverage.
+type meatGroup struct {
+	beta []float64 // per outcome: Σ coefficients of the row's levels
+	a    float64   // Σ inv[coef, level]
+	b    []float64 // per expression column j: Σ inv[j, level]
+	s    float64   // Σ inv[level, level'] over the row's levels
+}
+
+func (g *goDesign) meatGroup(key int, fits []*OLS, coef int) meatGroup {
+	inv := fits[0].XtXInv
+	var ind []int
+	for f, c := range g.codesOf(key) {
+		if col := g.levels[f][c]; col >= 0 {
+			ind = append(ind, col)
+		}
+	}
+	mg := meatGroup{beta: make([]float64, len(fits)), b: make([]float64, g.c)}
+	for _, i := range ind {
+		for k, fit := range fits {
+			mg.beta[k] += fit.Coef[i]
+		}
+		mg.a += inv.At(coef, i)
+		for j := 0; j < g.c; j++ {
+			mg.b[j] += inv.At(j, i)
+		}
+		for _, i2 := range ind {
+			mg.s += inv.At(i, i2)
+		}
+	}
+	return mg
+}
+
+// meats is the Go second pass: the row MeatSQL returns (MeatColumns).
+func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
+	inv := fits[0].XtXInv
+	c, k := g.c, g.k
+	a := make([]float64, c)
+	for j := range a {
+		a[j] = inv.At(coef, j)
+	}
+	// The leverage x'Ax as Σ_j x_j (A_jj x_j + Σ_{l>j} 2 A_jl x_l).
+	twoA := make([][]float64, c)
+	for j := range twoA {
+		twoA[j] = make([]float64, c)
+		for l := j; l < c; l++ {
+			twoA[j][l] = 2 * inv.At(j, l)
+		}
+		twoA[j][j] = inv.At(j, j)
+	}
+	type acc struct {
+		n, hmax float64
+		v0, v3  []float64
+		mgs     []meatGroup // per worker group
+		b2      [][]float64 // per expression column j: 2·mgs[w].b[j] by group
+	}
+	blocks := make([]*block, runtime.GOMAXPROCS(0))
+	accs := make([]*acc, len(blocks))
+	f.parallel(func(w, ci int) {
+		if blocks[w] == nil {
+			blocks[w] = &block{}
+			accs[w] = &acc{hmax: math.Inf(-1), v0: make([]float64, k), v3: make([]float64, k), b2: make([][]float64, c)}
+		}
+		b, ac := blocks[w], accs[w]
+		e := make([][]float64, k)
+		for i := range e {
+			e[i] = make([]float64, fitBlock)
+		}
+		u, h, wv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
+		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
+			n := min(fitBlock, f.chunks[ci]-lo)
+			if b.fill(f, g, ci, lo, n) == 0 {
+				continue
+			}
+			for len(ac.mgs) < len(b.groups) {
+				mg := g.meatGroup(b.groups[len(ac.mgs)], fits, coef)
+				ac.mgs = append(ac.mgs, mg)
+				for j := range ac.b2 {
+					ac.b2[j] = append(ac.b2[j], 2*mg.b[j])
+				}
+			}
+			x := func(j int) []float64 { return b.cols[j][:n] }
+			grp := b.grp[:n]
+			// The factor levels' terms, row by row (0 without factors).
+			uu, hh, ww := u[:n], h[:n], wv[:n]
+			for i := range uu {
+				uu[i], hh[i] = 0, 0
+			}
+			for kk := range e {
+				copy(e[kk][:n], x(c+kk))
+			}
+			single := int32(-1) // the block's one group, when every row is selected and in it
+			if len(g.factors) > 0 {
+				if one := grp[0]; one >= 0 && !slices.ContainsFunc(grp, func(w int32) bool { return w != one }) {
+					single = one
+				}
+			}
+			switch {
+			case single >= 0:
+				mg := &ac.mgs[single]
+				for i := range uu {
+					uu[i], hh[i] = mg.a, mg.s
+				}
+				for kk := range e {
+					ek := e[kk][:n]
+					for i := range ek {
+						ek[i] -= mg.beta[kk]
+					}
+				}
+				for j := 0; j < c; j++ {
+					axpy(hh, 2*mg.b[j], x(j))
+				}
+			case len(g.factors) > 0:
+				for i, w := range grp {
+					if w < 0 {
+						continue
+					}
+					mg := &ac.mgs[w]
+					uu[i], hh[i] = mg.a, mg.s
+					for kk := range e {
+						e[kk][i] -= mg.beta[kk]
+					}
+				}
+				// Rows left out are 0 in every column: group 0's terms
+				// add nothing to them.
+				for j := 0; j < c; j++ {
+					bj := ac.b2[j]
+					for i, xv := range x(j) {
+						hh[i] += bj[max(grp[i], 0)] * xv
+					}
+				}
+			}
+			for kk := range e {
+				ek, beta := e[kk][:n], fits[kk].Coef
+				for j := 0; j < c; j++ {
+					axpy(ek, -beta[j], x(j))
+				}
+			}
+			for j := 0; j < c; j++ {
+				axpy(uu, a[j], x(j))
+			}
+			for j := 0; j < c; j++ {
+				xj := x(j)
+				floats.ScaleTo(ww, twoA[j][j], xj)
+				for l := j + 1; l < c; l++ {
+					axpy(ww, twoA[j][l], x(l))
+				}
+				for i, xv := range xj {
+					hh[i] += xv * ww[i]
+				}
+			}
+			for i, hv := range hh {
+				if grp[i] < 0 {
+					continue
+				}
+				ac.n++
+				if hv > ac.hmax {
+					ac.hmax = hv
+				}
+				d := 1 / ((1 - hv) * (1 - hv))
+				for kk := range e {
+					ev := e[kk][i]
+					t := ev * ev * uu[i] * uu[i]
+					ac.v0[kk] += t
+					ac.v3[kk] += t * d
+				}
+			}
+		}
+	})
+	row := make([]float64, 2+2*k)
+	row[1] = math.Inf(-1)
+	for _, ac := range accs {
+		if ac == nil {
+			continue
+		}
+		row[0] += ac.n
+		row[1] = math.Max(row[1], ac.hmax)
+		for kk := 0; kk < k; kk++ {
+			row[2+2*kk] += ac.v0[kk]
+			row[3+2*kk] += ac.v3[kk]
+		}
+	}
+	if row[0] == 0 {
+		row[1] = 0 // max() of no rows, as ClickHouse returns it
+	}
+	return row
+}
+
+// passSuffStats runs the first pass of d: in Go from the frame, or in SQL
+// (Config.SQLFits, direct reads, or a design the frame cannot serve).
+func (r *run) passSuffStats(what string, d Design) ([]GroupRow, error) {
+	if r.goFitsOn() {
+		g, err := r.goDesign(d)
+		if err == nil {
+			t0 := time.Now()
+			rows := r.gofit.frame.suffStats(g)
+			r.gofit.time += time.Since(t0)
+			return rows, nil
+		}
+		if !errors.Is(err, errNoGoFit) {
+			return nil, err
+		}
+		r.a.log.Debug("causal fit in SQL", "what", what, "reason", err)
+	}
+	q, err := d.SuffStatsSQL()
+	if err != nil {
+		return nil, err
+	}
+	r.gofit.sql++
+	return r.groups(what, q, len(d.Factors), len(d.SuffStatsColumns()))
+}
+
+// passMeats runs the second pass of d (the fits of its outcomes), where
+// the first ran.
+func (r *run) passMeats(what string, d Design, fits []*OLS, coef int) ([]float64, error) {
+	if r.goFitsOn() {
+		g, err := r.goDesign(d)
+		if err == nil {
+			t0 := time.Now()
+			row := r.gofit.frame.meats(g, fits, coef)
+			r.gofit.time += time.Since(t0)
+			return row, nil
+		}
+		if !errors.Is(err, errNoGoFit) {
+			return nil, err
+		}
+	}
+	q, err := d.MeatSQL(fits, coef)
+	if err != nil {
+		return nil, err
+	}
+	r.gofit.sql++
+	return r.floats(what, q, len(d.MeatColumns()))
+}
+
+// goDesign compiles d once per run (the two passes, and a design refitted
+// with fewer columns, compile separately).
+func (r *run) goDesign(d Design) (*goDesign, error) {
+	if r.gofit.err != nil {
+		return nil, r.gofit.err
+	}
+	g, err := r.compileDesign(d)
+	if errors.Is(err, errFrameRead) {
+		// The frame could not be read (a DAG expression ClickHouse
+		// refuses to evaluate alone, the rows in another order): SQL for
+		// the rest of the run.
+		r.note("the fits run in SQL: %v", err)
+		r.gofit.err = fmt.Errorf("%w: %v", errNoGoFit, err)
+		r.gofit.frame = nil
+		return nil, r.gofit.err
+	}
+	return g, err
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// hingeGo is hinge in Go.
+func hingeGo(dst []float64, k float64, x []float64) {
+	for i, v := range x {
+		// v − k when positive, else 0, without a branch: the sign bit
+		// clears the word (−0 too).
+		h := math.Float64bits(v - k)
+		h &^= uint64(int64(h) >> 63)
+		if v != v {
+			h = 0
+		}
+		dst[i] = math.Float64frombits(h)
+	}
+}
