@@ -18,9 +18,18 @@ type Producer struct {
 	maxRecord int64
 	msgs      sync.Pool // *[]kafka.Message scratch
 
+	// life keeps Close from racing writes: a write holds it shared, Close
+	// exclusively. kafka-go's Writer.Close, called while a WriteMessages
+	// was still spawning its partition writers, could wait for ever for
+	// one that had just started (a CI run hung 17 minutes in testClose).
+	life      sync.RWMutex
+	closed    bool
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// errClosed is the error of a write after Close.
+var errClosed = errors.New("kafka producer is closed")
 
 // NewProducer returns a Producer for a validated configuration. It does not
 // contact the brokers; the first write does.
@@ -67,6 +76,11 @@ func (p *Producer) WriteRecords(ctx context.Context, topic string, recs []Record
 			return &Error{Op: "write", Topic: topic, Err: fmt.Errorf("record %d is %d bytes, limit %d: %w", i, n, p.maxRecord, kafka.MessageSizeTooLarge)}
 		}
 	}
+	p.life.RLock()
+	defer p.life.RUnlock()
+	if p.closed {
+		return &Error{Op: "write", Topic: topic, Retriable: true, Err: errClosed}
+	}
 	mp, _ := p.msgs.Get().(*[]kafka.Message)
 	if mp == nil {
 		mp = new([]kafka.Message)
@@ -110,6 +124,9 @@ func firstError(err error) error {
 // a caller shutting down tells its clients to retry elsewhere).
 func (p *Producer) Close() error {
 	p.closeOnce.Do(func() {
+		p.life.Lock() // waits for the writes in flight; later ones fail
+		p.closed = true
+		p.life.Unlock()
 		if err := p.w.Close(); err != nil {
 			p.closeErr = fmt.Errorf("close kafka writer: %w", err)
 		}
