@@ -384,6 +384,11 @@ type Candidate struct {
 	// baseline's on its entity, when at least Config.QueueDemandRise (more
 	// work arrived); 0 otherwise.
 	DemandRise float64
+	// TailEnriched: the cause's exposure is more common among the window's
+	// tail requests than among the baseline's (or, without a baseline, the
+	// window's other requests). An entity breach needs such a culprit on
+	// the entity (Sweep).
+	TailEnriched bool
 	// Culprit is set when the cause made the ranked list.
 	Culprit bool
 }

@@ -617,9 +617,11 @@ func (r *run) localize(c *causeRun) {
 	var ev []string
 	base := "baseline requests"
 	bShare := pct(c.exp.bExp, r.baseTotal())
+	c.cand.TailEnriched = c.exp.wTailExp/math.Max(r.nWinTail, 1) > c.exp.bExp/math.Max(r.baseTotal(), 1)
 	if r.base == nil {
 		base = "the window's other requests"
 		bShare = pct(c.exp.wExp-c.exp.wTailExp, float64(r.nWin)-r.nWinTail)
+		c.cand.TailEnriched = c.exp.wTailExp/math.Max(r.nWinTail, 1) > (c.exp.wExp-c.exp.wTailExp)/math.Max(float64(r.nWin)-r.nWinTail, 1)
 	}
 	ev = append(ev, fmt.Sprintf("%s on %s of window tail requests (%s > %s ms) vs %s of %s",
 		c.label, pct(c.exp.wTailExp, r.nWinTail), r.outcome.Name, fmtNum(r.tailT), bShare, base))

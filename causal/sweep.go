@@ -234,7 +234,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 				scopeBreach()
 				continue
 			}
-			if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, w.Entity) }) {
+			if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, w.Entity) && credible(c, an.Candidates) }) {
 				if deferred && i == 0 {
 					// The entity carries most of the scope's tail, but what
 					// acts on it acts on the whole scope: the scope's breach.
@@ -371,6 +371,24 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		}
 	}
 	return wide > degraded
+}
+
+// credible reports whether a culprit can stand for an entity breach: an
+// entity.degraded (the entity is slow, nothing measured explains it), or a
+// mechanism whose exposure is more common in the window's tail than in the
+// baseline (TailEnriched). A fault-free tuning run's host breach was
+// confirmed by a memory-bandwidth culprit on 3% of the tail against 5% of
+// the baseline.
+func credible(c Culprit, cands []Candidate) bool {
+	if c.Cause == CauseEntityDegraded {
+		return true
+	}
+	for _, k := range cands {
+		if k.Culprit && k.Cause == c.Cause && k.Entity == c.Entity {
+			return k.TailEnriched
+		}
+	}
+	return false
 }
 
 // scopeWide reports whether a culprit's entity is its whole scope (no
