@@ -259,3 +259,24 @@ func TestOrderByMechanismEvictions(t *testing.T) {
 		}
 	}
 }
+
+// credible: an entity breach stands on an entity.degraded, or on a
+// mechanism whose exposure is enriched in the tail; not on one that is
+// rarer in the tail than in the baseline.
+func TestCredibleCulprit(t *testing.T) {
+	host := Entity{Host: "h", Model: "m"}
+	for _, tc := range []struct {
+		cause    Cause
+		enriched bool
+		want     bool
+	}{{CauseMemoryBandwidth, false, false}, {CauseMemoryBandwidth, true, true}, {CauseEntityDegraded, false, true}} {
+		c := Culprit{Cause: tc.cause, Entity: host}
+		cands := []Candidate{{Cause: tc.cause, Entity: host, Culprit: true, TailEnriched: tc.enriched}}
+		if got := credible(c, cands); got != tc.want {
+			t.Errorf("%s enriched %v: credible %v, want %v", tc.cause, tc.enriched, got, tc.want)
+		}
+	}
+	if credible(Culprit{Cause: CauseKVPreemption, Entity: host}, nil) {
+		t.Error("a culprit without its candidate is credible")
+	}
+}
