@@ -549,11 +549,10 @@ func (r *run) result() *Analysis {
 }
 
 // focusCulprits puts the culprits acting on the breached entity first
-// (stable); the others follow. A culprit acting on the whole scope acts
-// on the entity too: it keeps its place among them when it explains
-// credibly more of the tail than any culprit of the entity alone
-// (scopeWideFirst). Ranks
-// are renumbered.
+// (stable); the others follow. A mechanism acting on the whole scope acts
+// on the entity too: it keeps its place among them when no measured
+// mechanism acts on the entity and it explains more of the tail than the
+// entity's entity.degraded (scopeWideFirst). Ranks are renumbered.
 func focusCulprits(cs []Culprit, cands []Candidate, e Entity) []Culprit {
 	wide := scopeWideFirst(cs, cands, e)
 	var on, off []Culprit
