@@ -152,21 +152,9 @@ func sameFits(t *testing.T, what string, sql, gofit *Analysis) float64 {
 func TestGoFitsMatchSQL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: 8, FaultFrom: time.Hour,
-		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}, {Kind: "degraded", Host: 3, GPU: 1}}}
-	a := synthAnalyzer(ctx, t, s)
-	cfg := a.Config()
-	cfg.SQLFits = true
-	as, err := NewAnalyzer(a.db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, req := range []Request{
-		{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)},
-		{SLO: SLO{Scope: llama, ThresholdMS: 9000}, Window: window(time.Hour, 2*time.Hour)},
-		{SLO: SLO{Scope: llama}, Window: window(0, 2*time.Hour)},
-		{SLO: SLO{Scope: llama}, Window: window(90*time.Minute, 2*time.Hour), Baseline: &Interval{Start: synthStart, End: synthStart.Add(30 * time.Minute)}},
-	} {
+	a := synthAnalyzer(ctx, t, fixedScenario)
+	as := twinAnalyzer(t, a, func(c *Config) { c.SQLFits = true })
+	for _, req := range fixedQuestions {
 		what := fmtInterval(req.Window)
 		sql, err := as.Analyze(ctx, req)
 		if err != nil {
@@ -183,12 +171,7 @@ func TestGoFitsMatchSQL(t *testing.T) {
 	}
 	// The frame read one atom at a time: every read checks its rows'
 	// order against the first, and the answer is the same.
-	cfg = a.Config()
-	cfg.frameReadValues = 1
-	a1, err := NewAnalyzer(a.db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a1 := twinAnalyzer(t, a, func(c *Config) { c.frameReadValues = 1 })
 	req := Request{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)}
 	sql, err := as.Analyze(ctx, req)
 	if err != nil {
@@ -209,15 +192,8 @@ func TestGoFitsMatchSQL(t *testing.T) {
 func TestGoFitsSweepMatchSQL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := synthScenario{Seed: 7, Start: synthStart, Duration: time.Hour, RatePerS: 20, Hosts: 4, GPUs: 4, FaultFrom: 30 * time.Minute,
-		Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 3, Factor: 3}}}
-	a := synthAnalyzer(ctx, t, s)
-	cfg := a.Config()
-	cfg.SQLFits = true
-	as, err := NewAnalyzer(a.db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := synthAnalyzer(ctx, t, sweepScenario16)
+	as := twinAnalyzer(t, a, func(c *Config) { c.SQLFits = true })
 	req := SweepRequest{Window: window(30*time.Minute, time.Hour)}
 	sql, err := as.Sweep(ctx, req)
 	if err != nil {

@@ -77,6 +77,38 @@ func culpritList(cs []Culprit) string {
 	return b.String()
 }
 
+// fixedScenario is the fixed dataset of the twin-read tests: a KV fault on
+// one engine, a thermal throttle on one GPU and a degraded engine in the
+// second hour.
+var fixedScenario = synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: 8, FaultFrom: time.Hour,
+	Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}, {Kind: "degraded", Host: 3, GPU: 1}}}
+
+// fixedQuestions are the four questions asked of fixedScenario.
+var fixedQuestions = []Request{
+	{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)},                                                                                     // the hour before as baseline
+	{SLO: SLO{Scope: llama, ThresholdMS: 9000}, Window: window(time.Hour, 2*time.Hour)},                                                                  // an SLO threshold
+	{SLO: SLO{Scope: llama}, Window: window(0, 2*time.Hour)},                                                                                             // the change point inside the window
+	{SLO: SLO{Scope: llama}, Window: window(90*time.Minute, 2*time.Hour), Baseline: &Interval{Start: synthStart, End: synthStart.Add(30 * time.Minute)}}, // explicit, not adjacent
+}
+
+// sweepScenario16 is the twin-read sweep tests' fleet: a degraded engine
+// among 16.
+var sweepScenario16 = synthScenario{Seed: 7, Start: synthStart, Duration: time.Hour, RatePerS: 20, Hosts: 4, GPUs: 4, FaultFrom: 30 * time.Minute,
+	Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 3, Factor: 3}}}
+
+// twinAnalyzer is an analyzer over a's store with a's configuration
+// changed by mod.
+func twinAnalyzer(t *testing.T, a *Analyzer, mod func(*Config)) *Analyzer {
+	t.Helper()
+	cfg := a.Config()
+	mod(&cfg)
+	b, err := NewAnalyzer(a.db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestSnapshotMatchesDirect: on a fixed dataset (a KV fault on one engine,
 // a thermal throttle on one GPU and a degraded engine in the second hour),
 // the analysis read through a snapshot names the same culprits in the same
@@ -86,21 +118,9 @@ func culpritList(cs []Culprit) string {
 func TestSnapshotMatchesDirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: 8, FaultFrom: time.Hour,
-		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}, {Kind: "degraded", Host: 3, GPU: 1}}}
-	a := synthAnalyzer(ctx, t, s)
-	cfg := a.Config()
-	cfg.DirectReads = true
-	ad, err := NewAnalyzer(a.db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, req := range []Request{
-		{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)},                                                                                     // the hour before as baseline
-		{SLO: SLO{Scope: llama, ThresholdMS: 9000}, Window: window(time.Hour, 2*time.Hour)},                                                                  // an SLO threshold
-		{SLO: SLO{Scope: llama}, Window: window(0, 2*time.Hour)},                                                                                             // the change point inside the window
-		{SLO: SLO{Scope: llama}, Window: window(90*time.Minute, 2*time.Hour), Baseline: &Interval{Start: synthStart, End: synthStart.Add(30 * time.Minute)}}, // explicit, not adjacent
-	} {
+	a := synthAnalyzer(ctx, t, fixedScenario)
+	ad := twinAnalyzer(t, a, func(c *Config) { c.DirectReads = true })
+	for _, req := range fixedQuestions {
 		what := fmtInterval(req.Window)
 		direct, err := ad.Analyze(ctx, req)
 		if err != nil {
@@ -135,15 +155,8 @@ func TestSnapshotMatchesDirect(t *testing.T) {
 func TestSnapshotSweepMatchesDirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := synthScenario{Seed: 7, Start: synthStart, Duration: time.Hour, RatePerS: 20, Hosts: 4, GPUs: 4, FaultFrom: 30 * time.Minute,
-		Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 3, Factor: 3}}}
-	a := synthAnalyzer(ctx, t, s)
-	cfg := a.Config()
-	cfg.DirectReads = true
-	ad, err := NewAnalyzer(a.db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := synthAnalyzer(ctx, t, sweepScenario16)
+	ad := twinAnalyzer(t, a, func(c *Config) { c.DirectReads = true })
 	req := SweepRequest{Window: window(30*time.Minute, time.Hour)}
 	direct, err := ad.Sweep(ctx, req)
 	if err != nil {
