@@ -86,17 +86,10 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 		return share, mWin, mBase, fmt.Errorf("not two measured nodes")
 	}
 	x, y := "toFloat64("+upN.Expr+")", "toFloat64("+downN.Expr+")"
-	where := r.pooledWhere() + " AND isFinite(" + x + ") AND isFinite(" + y + ")"
-	switch {
-	case e.GPU != "":
-		where += " AND gpu = " + QuoteString(e.GPU)
-	case e.Pod != "" || e.Engine != "":
-		where += " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
-	case e.Host != "":
-		where += " AND host = " + QuoteString(e.Host)
-	}
+	on := entityWhere(e)
+	where := r.pooledWhere() + " AND isFinite(" + x + ") AND isFinite(" + y + ")" + on
 	var factors []Factor
-	if where == r.pooledWhere()+" AND isFinite("+x+") AND isFinite("+y+")" {
+	if on == "" {
 		// The whole scope: each engine's own level as a fixed effect (the
 		// rows of one entity need none).
 		fe, err := r.fixedEffects(engN)
@@ -184,15 +177,7 @@ func (r *run) evictedShift(kv, prefix Culprit) (bool, error) {
 	if ex == "" || miss == "" {
 		return false, fmt.Errorf("no measured KV exposure or miss ratio")
 	}
-	where := r.pooledWhere() + " AND isFinite(" + miss + ")"
-	switch e := prefix.Entity; {
-	case e.GPU != "":
-		where += " AND gpu = " + QuoteString(e.GPU)
-	case e.Pod != "" || e.Engine != "":
-		where += " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
-	case e.Host != "":
-		where += " AND host = " + QuoteString(e.Host)
-	}
+	where := r.pooledWhere() + " AND isFinite(" + miss + ")" + entityWhere(prefix.Entity)
 	win, base := r.inWin(), inInterval(*r.base)
 	q := fmt.Sprintf(`SELECT toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(avgIf(%[1]s, %[2]s AND NOT %[4]s)), toFloat64(avgIf(%[1]s, %[3]s AND NOT %[4]s)),
     toFloat64(countIf(%[2]s)), toFloat64(countIf(%[2]s AND NOT %[4]s)), toFloat64(countIf(%[3]s AND NOT %[4]s))
@@ -217,4 +202,18 @@ FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
 	share := (wRoom - bRoom) / shift
 	r.note("evictions: the miss ratio on %s rose %.3g overall and %.3g where the KV cache had room (%.0f%%)", on, shift, wRoom-bRoom, 100*share)
 	return share < EvictedShare, nil
+}
+
+// entityWhere is the condition (" AND …") selecting a culprit entity's
+// rows: its GPU, its engine, or its host; "" for the whole scope.
+func entityWhere(e Entity) string {
+	switch {
+	case e.GPU != "":
+		return " AND gpu = " + QuoteString(e.GPU)
+	case e.Pod != "" || e.Engine != "":
+		return " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
+	case e.Host != "":
+		return " AND host = " + QuoteString(e.Host)
+	}
+	return ""
 }
