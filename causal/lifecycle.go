@@ -289,6 +289,14 @@ func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Tra
 			continue
 		}
 		seen[key] = true
+		if old := l.carried(slo, key, an, seen); old != "" {
+			// The same culprit found at another level of the scope (an
+			// engine's breach that grew into its model's, or back): the
+			// incident goes on under the new breach, no new page.
+			l.open[key] = l.open[old]
+			delete(l.open, old)
+			seen[old] = true
+		}
 		tr, err := l.apply(ctx, key, an, now)
 		if err != nil {
 			return out, err
@@ -318,6 +326,36 @@ func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Tra
 		l.log.Info("incident resolved", "incident", in.IncidentID, "version", rec.Version, "after", l.cfg.ResolveAfter)
 	}
 	return out, nil
+}
+
+// carried returns the key of the open incident a new breach of slo
+// continues: none is open under key, and an incident of the same scope,
+// not found again in this evaluation, has the same top culprit (cause and
+// entity) and a breach that contains the new one or lies in it.
+func (l *Lifecycle) carried(slo SLO, key string, an *Analysis, seen map[string]bool) string {
+	if l.open[key] != nil || len(an.Incident.Culprits) == 0 {
+		return ""
+	}
+	prefix := lifecycleKey(slo) + "|"
+	for _, k := range sortedKeys(l.open) {
+		o := l.open[k]
+		if seen[k] || !strings.HasPrefix(k, prefix) || len(o.rec.Incident.Culprits) == 0 || topChanged(o.rec.Incident, an.Incident) {
+			continue
+		}
+		if nested(o.rec.Incident.Breach, an.Incident.Breach) {
+			return k
+		}
+	}
+	return ""
+}
+
+// nested says whether one breach lies in the other: the scope's holds
+// every entity's; a host holds its engines.
+func nested(a, b *Where) bool {
+	if a == nil || b == nil || a.Level == LevelScope || b.Level == LevelScope {
+		return true
+	}
+	return overlapsEntity(a.Entity, b.Entity) || overlapsEntity(b.Entity, a.Entity)
 }
 
 // apply is one breach's open or update.

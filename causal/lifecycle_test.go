@@ -174,3 +174,50 @@ func containsString(s []string, v string) bool {
 	}
 	return false
 }
+
+// An engine's breach that grows into its model's (or a model's that
+// narrows to one engine) with the same top culprit continues the open
+// incident; another culprit, another engine, or an incident found again
+// in the same evaluation does not.
+func TestLifecycleCarriesAcrossLevels(t *testing.T) {
+	slo := SLO{Scope: llama}
+	pod := Entity{Host: "h1", Pod: "p1", Engine: "0"}
+	kv := Culprit{Cause: CauseKVPreemption, Entity: Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
+	an := func(w *Where, cs ...Culprit) *Analysis {
+		return &Analysis{Incident: Incident{Breach: w, Culprits: cs}}
+	}
+	engine := &Where{Level: LevelEngine, Entity: pod}
+	other := &Where{Level: LevelEngine, Entity: Entity{Host: "h2", Pod: "p2", Engine: "0"}}
+	host := &Where{Level: LevelHost, Entity: Entity{Host: "h1"}}
+	scope := &Where{Level: LevelScope}
+	open := func(w *Where, cs ...Culprit) *Lifecycle {
+		l := &Lifecycle{open: map[string]*openIncident{}}
+		l.open[breachKey(slo, w)] = &openIncident{rec: IncidentRecord{Incident: Incident{Breach: w, Culprits: cs}}}
+		return l
+	}
+	cases := []struct {
+		name     string
+		was, now *Where
+		cs       []Culprit
+		seen     bool
+		want     bool
+	}{
+		{"engine → scope, same culprit", engine, scope, []Culprit{kv}, false, true},
+		{"scope → engine, same culprit", scope, engine, []Culprit{kv}, false, true},
+		{"engine → its host", engine, host, []Culprit{kv}, false, true},
+		{"engine → another engine", engine, other, []Culprit{kv}, false, false},
+		{"another top culprit", engine, scope, []Culprit{{Cause: CauseQueueSaturation, Entity: Entity{Model: "llama"}}}, false, false},
+		{"the open one found again too", engine, scope, []Culprit{kv}, true, false},
+	}
+	for _, c := range cases {
+		l := open(c.was, kv)
+		seen := map[string]bool{breachKey(slo, c.now): true}
+		if c.seen {
+			seen[breachKey(slo, c.was)] = true
+		}
+		got := l.carried(slo, breachKey(slo, c.now), an(c.now, c.cs...), seen)
+		if (got != "") != c.want {
+			t.Errorf("%s: carried %q, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -742,11 +742,23 @@ func scanOnce(set []*screened) {
 				// as a Beta with the same concentration.
 				mu := math.Min((pastK+0.5)/(pastN+1)*drift, 0.5)
 				sPast := math.Min(pastN+1, maxS(mu)) // the MinCV floor: rates drift
-
-				if ke/ne >= 3*mu {
-					if p := betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast); p < best {
-						best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
-					}
+				if ke/ne < 3*mu {
+					continue
+				}
+				if ppN > 0 && pn > 0 {
+					// The drift is measured, not known: a burst that lifts
+					// both engines' tails shows in the peer's few tail
+					// requests, and scaling by their rate as if exact makes
+					// a chance split of the burst look like a change. The
+					// yardstick's spread is the past rate's and the drift's
+					// together (log-normal: their log variances, trigamma
+					// of the Jeffreys counts, add).
+					cv2 := (1+1/(mu*sPast))*math.Exp(trigamma(pk+0.5)+trigamma(ppK+0.5)) - 1
+					sPast = math.Min(1/(cv2*mu), sPast)
+				}
+				p := betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast)
+				if p < best {
+					best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
 				}
 			}
 		}
@@ -843,6 +855,17 @@ func sharedOnHost(h *screened, all []*screened) bool {
 	}
 	_, _, ok := sharedExcess(excess)
 	return ok
+}
+
+// trigamma is ψ₁(x), the variance of log X for X ~ Gamma(x): the
+// recurrence up to 10, then the asymptotic series.
+func trigamma(x float64) float64 {
+	var acc float64
+	for ; x < 10; x++ {
+		acc += 1 / (x * x)
+	}
+	x2 := 1 / (x * x)
+	return acc + 1/x + x2/2 + x2/x*(1.0/6-x2*(1.0/30-x2/42))
 }
 
 // betaBinomialSF is P(X ≥ k) for X ~ BetaBinomial(n, α, β).

@@ -267,3 +267,51 @@ func TestSweepSoleHostOneSlowEngine(t *testing.T) {
 		t.Errorf("top culprit %s %+v, want entity.degraded on %s", top.Cause, top.Entity, want.Pod)
 	}
 }
+
+// With one peer, an engine is judged against its own past scaled by the
+// peer's drift, and the drift is measured from the peer's few tail
+// requests. A burst that lifts both engines and happens to fall harder on
+// one (the live benchmark's false page before its fault: 14 of 150 against
+// the peer's 5 of 146, after 3 and 9 tail requests in the past) is not a
+// change; a fault that lifts one engine while its peer stays is.
+func TestScanOnePeerDriftIsMeasured(t *testing.T) {
+	pair := func(k0, k1 float64, lastK0, lastK1 float64) []*screened {
+		set := []*screened{{key: "a"}, {key: "b"}}
+		for b := 0; b < scanBuckets; b++ {
+			n, ka, kb := 100.0, 0.0, 0.0
+			switch {
+			case b == scanBuckets-1:
+				n, ka, kb = 150, lastK0, lastK1
+			case b%3 == 0:
+				ka, kb = k0, k1
+			}
+			set[0].buckets = append(set[0].buckets, bucketCounts{n: n, k: ka})
+			set[1].buckets = append(set[1].buckets, bucketCounts{n: n, k: kb})
+		}
+		return set
+	}
+	// Past tail requests: 3 buckets × (k0, k1) of 900 requests each.
+	burst := pair(1, 3, 14, 5) // a: 3 before, 14 in the burst; b: 9 before, 5
+	scanOnce(burst)
+	fault := pair(2, 2, 40, 2) // a: 6 before, 40 in the last stretch; b steady
+	scanOnce(fault)
+	alpha := 0.01 / 2 / float64(2*scanBuckets*(scanBuckets+1))
+	if e := burst[0]; e.scanWhy != "" && e.scanP <= alpha {
+		t.Errorf("a burst split by chance: p %.3g ≤ %.3g (%s)", e.scanP, alpha, e.scanWhy)
+	}
+	if e := fault[0]; e.scanWhy != "own_past" || e.scanP > alpha {
+		t.Errorf("one engine's fault: p %.3g (%q), want own_past ≤ %.3g", e.scanP, e.scanWhy, alpha)
+	}
+	if e := fault[1]; e.scanWhy != "" && e.scanP <= alpha {
+		t.Errorf("the steady peer: p %.3g ≤ %.3g", e.scanP, alpha)
+	}
+}
+
+func TestTrigamma(t *testing.T) {
+	// ψ₁(1) = π²/6, ψ₁(1/2) = π²/2, ψ₁(10) from the series.
+	for _, c := range [][2]float64{{1, math.Pi * math.Pi / 6}, {0.5, math.Pi * math.Pi / 2}, {10, 0.10516633568168575}, {3.5, 0.330357756100235}} {
+		if got := trigamma(c[0]); math.Abs(got-c[1]) > 1e-9*c[1] {
+			t.Errorf("trigamma(%v) = %.15g, want %.15g", c[0], got, c[1])
+		}
+	}
+}
