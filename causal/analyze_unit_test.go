@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -56,11 +58,11 @@ func TestTopChanged(t *testing.T) {
 		old, cur Incident
 		want     bool
 	}{
-		{in(c(CauseThermalThrottle, "a"), c(CauseThermalThrottle, "b")), in(c(CauseThermalThrottle, "b"), c(CauseThermalThrottle, "a")), false},
-		{in(c(CauseThermalThrottle, "a")), in(c(CauseThermalThrottle, "b")), true},
-		{in(c(CauseThermalThrottle, "a")), in(c(CauseKVPreemption, "")), true},
-		{in(), in(c(CauseKVPreemption, "")), true},
-		{in(c(CauseKVPreemption, "")), in(), false},
+		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(c(schemas.CauseKVPreemption, "")), in(), false},
 	} {
 		if got := topChanged(tc.old, tc.cur); got != tc.want {
 			t.Errorf("topChanged(%v, %v) = %v", TopCulprit(tc.old), TopCulprit(tc.cur), got)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // Where a cause acts, and so which entity a culprit names.
@@ -269,7 +271,7 @@ func (r *run) attribute() error {
 		return err
 	}
 	for _, c := range r.all() {
-		if c.cand.Skipped == "" && c.node.Cause == CauseQueueSaturation {
+		if c.cand.Skipped == "" && c.node.Cause == schemas.CauseQueueSaturation {
 			if err := r.judgeDemand(c); err != nil {
 				return err
 			}

@@ -56,7 +56,7 @@ func TestDefaultDAG(t *testing.T) {
 	if err := g.CheckColumns(cols); err != nil {
 		t.Error(err)
 	}
-	for _, c := range Causes() {
+	for _, c := range schemas.Causes() {
 		if len(g.CauseNodes(c)) == 0 {
 			t.Errorf("cause %s has no node", c)
 		}
@@ -137,14 +137,14 @@ func TestDAGInvalid(t *testing.T) {
 		{"bad role", []Node{node("a", "weather")}, nil, "unknown role"},
 		{"bad cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Cause: "gpu.sunspots"}}, nil, "unknown cause"},
 		{"latent with expr", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Expr: "x"}}, nil, "latent node has no expr"},
-		{"latent cause", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Cause: CausePowerCap}}, nil, "latent node cannot be a cause"},
+		{"latent cause", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Cause: schemas.CausePowerCap}}, nil, "latent node cannot be a cause"},
 		{"observed without expr", []Node{{Name: "a", Role: RoleLoad}}, nil, "needs expr"},
 		{"column not in expr", []Node{{Name: "a", Role: RoleLoad, Expr: "a_rate", Columns: []string{"a"}}}, nil, "not used by its expr"},
 		{"outcome causes state", base, [][2]string{{"y", "b"}}, "only causes outcome"},
 		{"bad name", []Node{node("Kv-Usage", RoleLoad)}, nil, "must match"},
-		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
-		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
-		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
+		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
+		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
+		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
 		{"exposed without cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Exposed: "a > 1"}}, nil, "exposed"},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // fitResult is a fitted design: both models, their targeted meats (of
@@ -310,7 +312,7 @@ func guard(expr string) string {
 // its own baseline, adjusted for every mechanism's treatment; without a
 // baseline it is the entity's level against its peers, adjusted likewise.
 func (r *run) examineDegraded() error {
-	if !r.wants(CauseEntityDegraded) {
+	if !r.wants(schemas.CauseEntityDegraded) {
 		return nil
 	}
 	var mechRegs, mechNames []string
@@ -368,7 +370,7 @@ func (r *run) examineDegraded() error {
 	for _, cd := range cands {
 		n := cd.node
 		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: cd.kind, col: -1}
-		c.cand = Candidate{Cause: CauseEntityDegraded, Node: n.Name}
+		c.cand = Candidate{Cause: schemas.CauseEntityDegraded, Node: n.Name}
 		r.degraded = append(r.degraded, c)
 		// A host is one indicator against the engine fixed effects of the
 		// other hosts' engines: the shared effect of its engines.

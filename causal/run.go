@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // run is the state of one Analyze call.
@@ -690,13 +692,13 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upN
 			return symptom[i] // the symptom last, whatever the other rules say
 		}
 		switch {
-		case a.Cause == CauseEntityDegraded && b.Cause != CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
+		case a.Cause == schemas.CauseEntityDegraded && b.Cause != schemas.CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
-		case a.Cause == CausePrefixMiss && b.Cause == CauseKVPreemption && sameReach(a.Entity, b.Entity) && evicts != nil && evicts(b, a):
+		case a.Cause == schemas.CausePrefixMiss && b.Cause == schemas.CauseKVPreemption && sameReach(a.Entity, b.Entity) && evicts != nil && evicts(b, a):
 			return true // a full cache evicts the cached prefixes: the misses are the KV fault's
-		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
+		case b.Cause != schemas.CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
 			(b.AttributableFraction >= 0.3*a.AttributableFraction || mediates != nil && mediates(nodes[j], nodes[i], b, a)):
 			// Upstream first: b's mechanism drives a's. b's share of the
 			// tail is its total effect, through a included: when it is

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mathext"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // SweepRequest is the fleet-wide question "why was the tail bad in this
@@ -362,11 +364,11 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		k, ok := cand(c)
 		switch {
 		case !ok || k.Symptom:
-		case overlapsEntity(c.Entity, b) && c.Cause == CauseEntityDegraded:
+		case overlapsEntity(c.Entity, b) && c.Cause == schemas.CauseEntityDegraded:
 			degraded = math.Max(degraded, c.AttributableFraction)
 		case overlapsEntity(c.Entity, b):
 			return false
-		case scopeWide(c.Entity) && c.Cause != CauseEntityDegraded:
+		case scopeWide(c.Entity) && c.Cause != schemas.CauseEntityDegraded:
 			wide = math.Max(wide, c.AttributableFraction)
 		}
 	}
@@ -380,7 +382,7 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 // confirmed by a memory-bandwidth culprit on 3% of the tail against 5% of
 // the baseline.
 func credible(c Culprit, cands []Candidate) bool {
-	if c.Cause == CauseEntityDegraded {
+	if c.Cause == schemas.CauseEntityDegraded {
 		return true
 	}
 	for _, k := range cands {
