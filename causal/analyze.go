@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // Config tunes the Analyzer. DefaultConfig gives the values below; the
@@ -41,7 +43,7 @@ type Config struct {
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
 	// DAG is the causal DAG; nil means DefaultDAG.
-	DAG *DAG
+	DAG *dag.DAG
 	// Causes restricts the candidates to these taxonomy causes (nil: every
 	// cause node of the DAG, and entity.degraded).
 	Causes []Cause
@@ -243,7 +245,7 @@ func isIdentStart(b byte) bool { return b == '_' || b >= 'a' && b <= 'z' || b >=
 type Analyzer struct {
 	db  Querier
 	cfg Config
-	dag *DAG
+	dag *dag.DAG
 	log *slog.Logger
 
 	// An analyzer reading a snapshot (withSnapshot) is a copy of the one
@@ -264,7 +266,7 @@ func NewAnalyzer(db Querier, cfg Config) (*Analyzer, error) {
 	g := cfg.DAG
 	if g == nil {
 		var err error
-		if g, err = DefaultDAG(); err != nil {
+		if g, err = dag.Default(); err != nil {
 			return nil, fmt.Errorf("new analyzer: %w", err)
 		}
 	}

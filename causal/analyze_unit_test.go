@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -174,7 +175,7 @@ func TestAssembleFactors(t *testing.T) {
 
 func TestQuoteString(t *testing.T) {
 	for in, want := range map[string]string{"a": "'a'", "it's": `'it\'s'`, `a\b`: `'a\\b'`, "": "''"} {
-		if got := QuoteString(in); got != want {
+		if got := dag.QuoteString(in); got != want {
 			t.Errorf("QuoteString(%q) = %s, want %s", in, got, want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -21,7 +22,7 @@ const (
 
 // causeRun is one candidate cause being estimated.
 type causeRun struct {
-	node       Node
+	node       dag.Node
 	kind       string
 	adjust     []string
 	continuous bool   // treatment is the level, not an exposure indicator
@@ -34,7 +35,7 @@ type causeRun struct {
 	split      bool   // a per-entity share of a cause spread over entities
 	col        int    // index in r.causes and topRow.vals (-1: degraded)
 	// degraded: the placement node of the entity examined (entityKey).
-	placement *Node
+	placement *dag.Node
 	splitInto int // per-entity culprits made of this cause
 
 	// Aggregates.
@@ -166,20 +167,20 @@ func (r *run) attribute() error {
 	// effect to a sibling mechanism.
 	var outcomes []string
 	for _, n := range g.Nodes() {
-		if n.Role == RoleOutcome {
+		if n.Role == dag.RoleOutcome {
 			outcomes = append(outcomes, n.Name)
 		}
 	}
 	for _, n := range g.Nodes() {
-		if n.Cause == "" || n.Latent || n.Role == RolePlacement || !r.wants(n.Cause) {
+		if n.Cause == "" || n.Latent || n.Role == dag.RolePlacement || !r.wants(n.Cause) {
 			continue
 		}
 		c := &causeRun{node: n, treatment: n.Treatment(), continuous: n.Exposed == "", col: len(r.causes)}
 		c.cand = Candidate{Cause: n.Cause, Node: n.Name}
 		switch n.Role {
-		case RoleGPUState:
+		case dag.RoleGPUState:
 			c.kind = kindGPU
-		case RoleRequestShape:
+		case dag.RoleRequestShape:
 			c.kind = kindWorkload
 		default:
 			c.kind = kindEngine
@@ -189,7 +190,7 @@ func (r *run) attribute() error {
 			c.cand.Skipped = fmt.Sprintf("%s does not lie upstream of %s in %s", n.Name, r.outcome.Name, g.Version())
 			continue
 		}
-		z, err := g.BackdoorSet(n.Name, r.outcome.Name, &BackdoorOptions{Exclude: outcomes})
+		z, err := g.BackdoorSet(n.Name, r.outcome.Name, &dag.BackdoorOptions{Exclude: outcomes})
 		if err != nil {
 			c.cand.Skipped = err.Error()
 			continue
@@ -217,7 +218,7 @@ func (r *run) attribute() error {
 				c.elevated = interp(gridProbs, nq.win, 0.9)
 				c.label = fmt.Sprintf("%s above %s (window P90)", c.node.Expr, fmtNum(c.elevated))
 			}
-			c.exposed = "(" + c.node.Covariate() + " > " + FormatFloat(c.elevated) + ")"
+			c.exposed = "(" + c.node.Covariate() + " > " + dag.FormatFloat(c.elevated) + ")"
 			c.meanDelta, c.typDelta = nq.meanDelta()
 		} else {
 			c.exposed = "(" + c.node.Exposed + ")"
@@ -408,7 +409,7 @@ func (r *run) all() []*causeRun {
 // reason is in the message); the analysis goes on without it.
 var errSkip = errors.New("skip")
 
-func ancestors(g *DAG, of string) map[string]bool {
+func ancestors(g *dag.DAG, of string) map[string]bool {
 	out := map[string]bool{}
 	stack := []string{of}
 	for len(stack) > 0 {
@@ -457,7 +458,7 @@ func (r *run) queryQuantiles() error {
 	}
 	levels := make([]string, len(gridProbs))
 	for i, p := range gridProbs {
-		levels[i] = FormatFloat(p)
+		levels[i] = dag.FormatFloat(p)
 	}
 	lv := strings.Join(levels, ", ")
 	var cols []string
@@ -531,14 +532,14 @@ func (r *run) queryPlacements() error {
 		base = inInterval(*r.base)
 	}
 	win := r.inWin()
-	tail := "(" + r.y + " > " + FormatFloat(r.tailT) + ")"
+	tail := "(" + r.y + " > " + dag.FormatFloat(r.tailT) + ")"
 	cols := []string{
 		"toString(host)", "toString(engine)", "toString(gpu)", "toString(model)", "toString(pod)",
 		fmt.Sprintf("toFloat64(countIf(%s))", win),
 		fmt.Sprintf("toFloat64(countIf(%s AND %s))", win, tail),
 		fmt.Sprintf("toFloat64(countIf(%s))", base),
 		fmt.Sprintf("toFloat64(countIf(%s AND %s))", base, tail),
-		fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, win),
+		fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", dag.FormatFloat(r.q), r.y, win),
 	}
 	var active []*causeRun
 	for _, c := range r.causes {
@@ -691,7 +692,7 @@ func (r *run) queryAffected() error {
 		active = append(active, c)
 		cond := r.inWin() + " AND " + c.exposed
 		cols = append(cols,
-			fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, cond),
+			fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", dag.FormatFloat(r.q), r.y, cond),
 			fmt.Sprintf("toFloat64(countIf(%s))", cond))
 	}
 	if len(cols) == 0 {

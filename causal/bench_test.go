@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // benchStats builds sufficient statistics of n random rows with p
@@ -63,7 +65,7 @@ func BenchmarkMeatSQL(b *testing.B) {
 }
 
 func BenchmarkBackdoorSetDefaultDAG(b *testing.B) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // The Go fits: the two passes of a Design (SuffStatsSQL, MeatSQL) computed
@@ -160,7 +162,7 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 		// The first read takes the atoms every design of the run may use,
 		// so that later designs find them.
 		for _, n := range r.a.dag.Nodes() {
-			if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
+			if n.Latent || n.Role == dag.RoleOutcome || n.Expr == "" {
 				continue
 			}
 			if n.Categorical {
@@ -297,7 +299,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		lc := f.labels[a]
 		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
 		for i, l := range lc.dict {
-			ds[i], cs[i] = QuoteString(l), strconv.Itoa(i+1)
+			ds[i], cs[i] = dag.QuoteString(l), strconv.Itoa(i+1)
 		}
 		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
 	}

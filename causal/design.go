@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // Design is several least-squares problems that share their rows and their
@@ -150,7 +152,7 @@ func (d Design) Regression(k int) Regression {
 	r := Regression{Table: d.Table, Where: d.Where, Regressors: append([]string(nil), d.Regressors...), Outcome: d.Outcomes[k]}
 	for _, f := range d.Factors {
 		for _, l := range f.Levels {
-			r.Regressors = append(r.Regressors, "toFloat64(toString("+f.Expr+") = "+QuoteString(l)+")")
+			r.Regressors = append(r.Regressors, "toFloat64(toString("+f.Expr+") = "+dag.QuoteString(l)+")")
 		}
 	}
 	if d.Names != nil || len(d.Factors) > 0 {
@@ -399,7 +401,7 @@ func (d Design) lookup(val func(col int) float64) []string {
 		vals := make([]float64, len(fa.Levels))
 		nonzero := false
 		for i, l := range fa.Levels {
-			labels[i] = QuoteString(l)
+			labels[i] = dag.QuoteString(l)
 			vals[i] = val(at + i)
 			nonzero = nonzero || vals[i] != 0
 		}
@@ -470,7 +472,7 @@ func (d Design) MeatSQL(fits []*OLS, coef int) (string, error) {
 func linearTerms(xs []string, w []float64) []string {
 	out := make([]string, len(xs))
 	for j, x := range xs {
-		out[j] = FormatFloat(w[j]) + " * " + x
+		out[j] = dag.FormatFloat(w[j]) + " * " + x
 	}
 	return out
 }
@@ -493,7 +495,7 @@ func (d Design) leverageTerms(a interface{ At(i, j int) float64 }) []string {
 			if k != j {
 				v *= 2
 			}
-			terms = append(terms, fmt.Sprintf("%s * %s * %s", FormatFloat(v), xcol(j), xcol(k)))
+			terms = append(terms, fmt.Sprintf("%s * %s * %s", dag.FormatFloat(v), xcol(j), xcol(k)))
 		}
 	}
 	// Expression × level: 2·A[j, level] x_j.
@@ -518,7 +520,7 @@ func (d Design) leverageTerms(a interface{ At(i, j int) float64 }) []string {
 			for i, lf := range d.Factors[f].Levels {
 				for j, lg := range d.Factors[g].Levels {
 					if v := 2 * a.At(start[f]+i, start[g]+j); v != 0 {
-						keys = append(keys, QuoteString(lf+"\t"+lg))
+						keys = append(keys, dag.QuoteString(lf+"\t"+lg))
 						vals = append(vals, v)
 					}
 				}

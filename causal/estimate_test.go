@@ -4,10 +4,13 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 func TestEffectMS(t *testing.T) {
@@ -148,12 +151,12 @@ func columns(x *mat.Dense, cols ...int) *mat.Dense {
 // set for kv_usage) the KV effect vanishes; unadjusted it looks large. With
 // a real KV fault the adjusted effect is there.
 func TestDecoyKV(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	z, err := g.BackdoorSet("kv_usage", "e2e_ms", nil)
-	if err != nil || !contains(z, "prompt_tokens") {
+	if err != nil || !slices.Contains(z, "prompt_tokens") {
 		t.Fatalf("backdoor set %v, %v", z, err)
 	}
 	fit := func(x *mat.Dense, y []float64) (*OLS, *Meats) {

@@ -8,34 +8,6 @@ import (
 	"github.com/tailcause/tailcause/causal"
 )
 
-// The effect of KV-cache pressure on end-to-end latency is confounded by
-// the prompt-length mix: the backdoor set says what to adjust for.
-func ExampleDAG_BackdoorSet() {
-	g, err := causal.DefaultDAG()
-	if err != nil {
-		panic(err)
-	}
-	z, err := g.BackdoorSet("kv_usage", "e2e_ms", nil)
-	fmt.Println(g.Version(), z, err)
-
-	// A textbook M-bias: adjusting for the collider m would open a path.
-	node := func(n string) causal.Node {
-		return causal.Node{Name: n, Role: causal.RoleEngineState, Expr: n, Columns: []string{n}}
-	}
-	m, err := causal.NewDAG("m-bias@1",
-		[]causal.Node{node("a"), node("b"), node("m"), node("x"), node("y")},
-		[][2]string{{"a", "x"}, {"a", "m"}, {"b", "m"}, {"b", "y"}, {"x", "y"}})
-	if err != nil {
-		panic(err)
-	}
-	z, _ = m.BackdoorSet("x", "y", nil)
-	ok, _ := m.IsBackdoorSet("x", "y", []string{"m"})
-	fmt.Println(z, ok)
-	// Output:
-	// default@1 [engine prompt_mix output_mix prompt_tokens completion_tokens running] <nil>
-	// [] false
-}
-
 // Fit y = b0 + b1·x from sufficient statistics, as the ClickHouse first pass
 // returns them, then get HC3 standard errors from the second pass's meat.
 func ExampleFitOLS() {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -155,7 +156,7 @@ func subStats(s *SuffStats, keep []int) *SuffStats {
 // entity with at least MinEntityRows pooled rows, largest first, the
 // largest (the reference) left out, at most MaxEntities. exclude is left
 // out as well (the caller adds its own column).
-func (r *run) fixedEffects(n Node, exclude ...string) (Factor, error) {
+func (r *run) fixedEffects(n dag.Node, exclude ...string) (Factor, error) {
 	set, ok := r.entitySet(n)
 	if !ok {
 		return Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
@@ -196,7 +197,7 @@ func (r *run) fixedEffects(n Node, exclude ...string) (Factor, error) {
 	return f, nil
 }
 
-func (r *run) entitySet(n Node) (map[string]*entityStats, bool) {
+func (r *run) entitySet(n dag.Node) (map[string]*entityStats, bool) {
 	switch n.Name {
 	case "engine":
 		return r.engines, true
@@ -326,7 +327,7 @@ func (r *run) examineDegraded() error {
 	engNode, okE := r.a.dag.Node("engine")
 	gpuNode, okG := r.a.dag.Node("gpu")
 	type cand struct {
-		node Node
+		node dag.Node
 		es   *entityStats
 		kind string
 		host *degradedHost // kindHost
@@ -376,7 +377,7 @@ func (r *run) examineDegraded() error {
 		// other hosts' engines: the shared effect of its engines.
 		ind, label, exclude := n.Indicator(cd.es.key), n.Name+"="+cd.es.key, []string{cd.es.key}
 		if cd.kind == kindHost {
-			ind, label, exclude = "toFloat64(host = "+QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.host.engines
+			ind, label, exclude = "toFloat64(host = "+dag.QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.host.engines
 		}
 		regs := []string{"1"}
 		names := []string{"intercept"}

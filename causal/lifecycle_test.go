@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -126,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("incident id %q", rec.Incident.IncidentID)
 		}
 		var culpritRows float64
-		err = queryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+QuoteString(rec.Incident.IncidentID), func(r Rows) error {
+		err = queryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+dag.QuoteString(rec.Incident.IncidentID), func(r Rows) error {
 			return r.Scan(&culpritRows)
 		})
 		if err != nil || culpritRows < 1 {

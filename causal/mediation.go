@@ -3,6 +3,8 @@ package causal
 import (
 	"fmt"
 	"math"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // MediatedShare is how much of a downstream culprit's exposure shift its
@@ -209,11 +211,11 @@ FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
 func entityWhere(e Entity) string {
 	switch {
 	case e.GPU != "":
-		return " AND gpu = " + QuoteString(e.GPU)
+		return " AND gpu = " + dag.QuoteString(e.GPU)
 	case e.Pod != "" || e.Engine != "":
-		return " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
+		return " AND host = " + dag.QuoteString(e.Host) + " AND pod = " + dag.QuoteString(e.Pod) + " AND engine = " + dag.QuoteString(e.Engine)
 	case e.Host != "":
-		return " AND host = " + QuoteString(e.Host)
+		return " AND host = " + dag.QuoteString(e.Host)
 	}
 	return ""
 }

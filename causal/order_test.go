@@ -4,11 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestOrderByMechanism(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestDedupeCulpritsKeepsTheWinnersCandidate(t *testing.T) {
 // mediator's still ranks first when its shift explains the mediator's
 // (mediates); otherwise the order stays.
 func TestOrderByMechanismMediated(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestFocusScopeWideFirst(t *testing.T) {
 // KV pressure ranks before the prefix-cache misses on its engine when
 // evicts says they are its evictions; otherwise the order stays.
 func TestOrderByMechanismEvictions(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}

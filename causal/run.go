@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -19,7 +20,7 @@ type run struct {
 	ctx context.Context
 	req Request
 
-	outcome Node
+	outcome dag.Node
 	y       string // Float64 SQL of the outcome
 	q       float64
 	scope   string // SQL boolean of the scope
@@ -100,7 +101,7 @@ func (a *Analyzer) newRun(ctx context.Context, req Request) (*run, error) {
 	sort.Strings(keys)
 	conds := []string{}
 	for _, k := range keys {
-		conds = append(conds, k+" = "+QuoteString(slo.Scope[k]))
+		conds = append(conds, k+" = "+dag.QuoteString(slo.Scope[k]))
 	}
 	r.outcome = out
 	r.y = out.Covariate()
@@ -170,7 +171,7 @@ func (r *run) pooledWhere() string {
 	return r.whereIn(r.win, *r.base)
 }
 
-func (r *run) tailExpr() string { return "toFloat64(" + r.y + " > " + FormatFloat(r.tailT) + ")" }
+func (r *run) tailExpr() string { return "toFloat64(" + r.y + " > " + dag.FormatFloat(r.tailT) + ")" }
 func (r *run) logExpr() string  { return "log(greatest(" + r.y + ", 0.001))" }
 
 // --- queries ---------------------------------------------------------------
@@ -447,7 +448,7 @@ func (r *run) quantileSeries() ([]float64, []time.Time, error) {
 	w = max(w.Round(time.Second), 10*time.Second)
 	const minBucketRows = 50
 	q := fmt.Sprintf(`SELECT toFloat64(intDiv(start_ns, %d)) AS tc_b, toFloat64(count()), toFloat64(quantileExact(%s)(%s))
-FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), FormatFloat(r.q), r.y, r.table(), r.winWhere())
+FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), dag.FormatFloat(r.q), r.y, r.table(), r.winWhere())
 	var series []float64
 	var starts []time.Time
 	err = r.query("quantile series", q, func(rows Rows) error {
@@ -643,7 +644,7 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     explains at least part of it.
 //
 // Ranks are renumbered; the order is otherwise kept.
-func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool, evicts func(kv, prefix Culprit) bool) []Culprit {
+func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool, evicts func(kv, prefix Culprit) bool) []Culprit {
 	if len(cs) < 2 {
 		return cs
 	}
@@ -735,7 +736,7 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upN
 }
 
 // descends reports whether node b is a descendant of node a in g.
-func descends(g *DAG, a, b string) bool {
+func descends(g *dag.DAG, a, b string) bool {
 	seen := map[string]bool{}
 	stack := []string{a}
 	for len(stack) > 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // Regression is a least-squares problem whose rows live in ClickHouse: the
@@ -167,7 +169,7 @@ func ResidualSQL(outcome string, regressors []string, beta []float64) string {
 func linearSQL(xs []string, w []float64) string {
 	terms := make([]string, len(xs))
 	for j, x := range xs {
-		terms[j] = FormatFloat(w[j]) + " * " + x
+		terms[j] = dag.FormatFloat(w[j]) + " * " + x
 	}
 	return sumSQL(terms)
 }
@@ -202,7 +204,7 @@ func LeverageSQL(regressors []string, xtxInv mat.Symmetric) string {
 			if k != j {
 				a *= 2
 			}
-			terms = append(terms, fmt.Sprintf("%s * %s * %s", FormatFloat(a), regressors[j], regressors[k]))
+			terms = append(terms, fmt.Sprintf("%s * %s * %s", dag.FormatFloat(a), regressors[j], regressors[k]))
 		}
 	}
 	return sumSQL(terms)
@@ -349,7 +351,12 @@ func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
 func Hinges(expr string, knots []float64) []string {
 	out := []string{"toFloat64(" + expr + ")"}
 	for _, k := range knots {
-		out = append(out, "greatest(toFloat64("+expr+") - "+FormatFloat(k)+", 0)")
+		out = append(out, "greatest(toFloat64("+expr+") - "+dag.FormatFloat(k)+", 0)")
 	}
 	return out
+}
+
+// isIdent reports whether b can be part of a SQL identifier.
+func isIdent(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }

@@ -11,6 +11,7 @@ import (
 
 	"gonum.org/v1/gonum/mathext"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -474,8 +475,8 @@ func (e *screened) where() Where {
 // tested.
 func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win Interval, pre *Interval, y string, q, t float64) ([]*screened, int, error) {
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(win) + " AND " + inInterval(win)
-	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, FormatFloat(t))
-	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", FormatFloat(q), y)
+	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, dag.FormatFloat(t))
+	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", dag.FormatFloat(q), y)
 	var out []*screened
 	read := func(kind, group, labels string) error {
 		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s WHERE %s GROUP BY %s", labels, tail, qq, a.table(), where, group)
@@ -510,7 +511,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
 	qs := scanThresholds(q)
-	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s", FormatFloat(qs[1]), y, a.table(), where), 1)
+	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s", dag.FormatFloat(qs[1]), y, a.table(), where), 1)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -585,7 +586,7 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 	bucket := fmt.Sprintf("if(start_ns < %d, -1, intDiv(start_ns - %d, %d))", win.Start.UnixNano(), win.Start.UnixNano(), width)
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
 	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY host, pod, engine, tc_b",
-		bucket, y, FormatFloat(ts[0]), y, FormatFloat(ts[1]), a.table(), where)
+		bucket, y, dag.FormatFloat(ts[0]), y, dag.FormatFloat(ts[1]), a.table(), where)
 	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
 		var host, pod, engine string
 		var b, n float64
@@ -878,7 +879,7 @@ func betaBinomialSF(k, n, alpha, beta float64) float64 {
 func scopeWhere(sc map[string]string) string {
 	conds := []string{"1"}
 	for _, k := range sortedKeys(sc) {
-		conds = append(conds, k+" = "+QuoteString(sc[k]))
+		conds = append(conds, k+" = "+dag.QuoteString(sc[k]))
 	}
 	return strings.Join(conds, " AND ")
 }

@@ -1,4 +1,4 @@
-package causal
+package dag
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func requestsColumns(t *testing.T) []string {
 }
 
 func TestDefaultDAG(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func contains(xs []string, x string) bool {
 }
 
 func TestDAGRoundTrip(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDAGRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2, err := ParseDAG(b)
+	g2, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,22 +149,22 @@ func TestDAGInvalid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewDAG("t@1", tc.nodes, tc.edges)
-			if err == nil || !errors.Is(err, ErrInvalidDAG) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want ErrInvalidDAG containing %q", err, tc.want)
+			_, err := New("t@1", tc.nodes, tc.edges)
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalid containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := ParseDAG([]byte(`{"version":"x@1","nodes":[],"edges":[],"extra":1}`)); err == nil {
+	if _, err := Parse([]byte(`{"version":"x@1","nodes":[],"edges":[],"extra":1}`)); err == nil {
 		t.Error("unknown JSON field accepted")
 	}
-	if _, err := NewDAG("", nil, nil); err == nil {
+	if _, err := New("", nil, nil); err == nil {
 		t.Error("empty version accepted")
 	}
 }
 
 func TestNodeSQL(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
