@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // Config tunes the Analyzer. DefaultConfig gives the values below; the
@@ -319,7 +320,7 @@ const (
 // Analysis is the outcome of Analyze: the v1 document and what led to it.
 type Analysis struct {
 	Incident Incident
-	Breach   Breach
+	Breach   stats.Breach
 	// Insufficient is set when the window held too few requests to judge
 	// the quantile (no breach can be declared either way).
 	Insufficient bool
@@ -327,7 +328,7 @@ type Analysis struct {
 	BaselineSource string
 	// WindowQuantile and BaselineQuantile are the SLO quantile with its
 	// interval (BaselineQuantile.N == 0 without a baseline).
-	WindowQuantile, BaselineQuantile QuantileCI
+	WindowQuantile, BaselineQuantile stats.QuantileCI
 	// TailThresholdMS defines "tail request" for the tail model, the
 	// attributable fraction and the health scores: the SLO threshold, or
 	// the baseline quantile when there is no threshold.
@@ -364,7 +365,7 @@ type Candidate struct {
 	AdjustedFor []string
 	Regressors  int
 	Rows        float64 // rows of the fits (baseline and window)
-	Estimate    CauseEstimate
+	Estimate    stats.CauseEstimate
 	MaxLeverage float64
 	Health      float64
 	Evidence    []string

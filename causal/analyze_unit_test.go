@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -117,7 +118,7 @@ func TestAssembleFactors(t *testing.T) {
 	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
 		Factors: []Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
 	groups := map[string]*GroupRow{}
-	want := NewSuffStats(4, nil)
+	want := stats.NewSuffStats(4, nil)
 	var wsum float64
 	for i := 0; i < 500; i++ {
 		g := rng.IntN(3)
@@ -160,11 +161,11 @@ func TestAssembleFactors(t *testing.T) {
 		t.Errorf("Keep: %+v %v", k, k.ColumnNames())
 	}
 	// The factor terms of the second pass are transform() lookups.
-	f, err := FitOLS(got[0], nil)
+	f, err := stats.FitOLS(got[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := d.MeatSQL([]*OLS{f}, 1)
+	q, err := d.MeatSQL([]*stats.OLS{f}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -651,17 +652,17 @@ func (r *run) entityHealth() []EntityHealth {
 // (Health, leave-one-out Beta-Binomial).
 func (r *run) scoreHealth(set map[string]*entityStats) {
 	keys := sortedKeys(set)
-	var counts []EntityCounts
+	var counts []stats.EntityCounts
 	for _, k := range keys {
 		es := set[k]
 		if es.nw >= float64(r.cfg.MinEntityRows) {
-			counts = append(counts, EntityCounts{Key: k, Tail: es.nwTail, N: es.nw})
+			counts = append(counts, stats.EntityCounts{Key: k, Tail: es.nwTail, N: es.nw})
 		}
 	}
 	if len(counts) < 2 {
 		return
 	}
-	hs, err := Health(counts, nil)
+	hs, err := stats.Health(counts, nil)
 	if err != nil {
 		r.note("health scores: %v", err)
 		return
@@ -722,7 +723,7 @@ type topRow struct {
 // treatment of every cause: the counterfactual quantiles and exemplars.
 func (r *run) queryTop(m int) error {
 	if m == 0 {
-		k := rankOf(r.q, r.nWin)
+		k := stats.QuantileRank(r.q, r.nWin)
 		m = max(4*(r.nWin-k+1), 1000, r.nWin-r.winQ.LowerRank+1)
 	}
 	m = min(m, r.nWin)
@@ -758,8 +759,8 @@ func (r *run) queryTop(m int) error {
 }
 
 // deltaRows are the slowest rows with Δ of cause c.
-func (r *run) deltaRows(c *causeRun) []LatencyDelta {
-	out := make([]LatencyDelta, len(r.top))
+func (r *run) deltaRows(c *causeRun) []stats.LatencyDelta {
+	out := make([]stats.LatencyDelta, len(r.top))
 	i := c.col
 	for k, t := range r.top {
 		d := 0.0
@@ -776,7 +777,7 @@ func (r *run) deltaRows(c *causeRun) []LatencyDelta {
 				d = 1
 			}
 		}
-		out[k] = LatencyDelta{LatencyMS: t.y, Delta: d}
+		out[k] = stats.LatencyDelta{LatencyMS: t.y, Delta: d}
 	}
 	return out
 }
@@ -825,7 +826,7 @@ func (r *run) counterfactual(c *causeRun) {
 	e := &c.cand.Estimate
 	rows := r.deltaRows(c)
 	cf := func(beta float64) float64 {
-		v, err := CounterfactualQuantile(rows, r.nWin, math.Max(beta, 0), r.q)
+		v, err := stats.CounterfactualQuantile(rows, r.nWin, math.Max(beta, 0), r.q)
 		if err != nil {
 			return 0
 		}

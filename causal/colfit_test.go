@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 func TestTermCompiler(t *testing.T) {
@@ -277,13 +278,13 @@ func BenchmarkGoFits(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stats, _, err := d.AssembleSuffStats(f.suffStats(g))
+	suff, _, err := d.AssembleSuffStats(f.suffStats(g))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var fits []*OLS
-	for _, s := range stats {
-		fit, err := FitOLS(s, nil)
+	var fits []*stats.OLS
+	for _, s := range suff {
+		fit, err := stats.FitOLS(s, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

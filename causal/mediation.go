@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
 )
 
 // MediatedShare is how much of a downstream culprit's exposure shift its
@@ -119,7 +120,7 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 	if stats[0].N <= float64(d.P())+10 || sums[0] == 0 || sums[3] == 0 {
 		return share, mWin, mBase, fmt.Errorf("%v rows", stats[0].N)
 	}
-	f, err := FitOLS(stats[0], nil)
+	f, err := cstats.FitOLS(stats[0], nil)
 	if err != nil {
 		return share, mWin, mBase, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -183,8 +184,8 @@ func TestPeerDemand(t *testing.T) {
 func TestFocusScopeWideFirst(t *testing.T) {
 	pod := Entity{Host: "h1", Engine: "0", Pod: "p1", Model: "m"}
 	scope := Entity{Model: "m"}
-	af := func(v, lo float64) CauseEstimate {
-		return CauseEstimate{Attributed: Fraction{Value: v, CI: [2]float64{lo, 2*v - lo}}}
+	af := func(v, lo float64) stats.CauseEstimate {
+		return stats.CauseEstimate{Attributed: stats.Fraction{Value: v, CI: [2]float64{lo, 2*v - lo}}}
 	}
 	for _, tc := range []struct {
 		name      string

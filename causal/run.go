@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -30,8 +31,8 @@ type run struct {
 	baseSource string
 
 	nWin, nBase   int
-	winQ, baseQ   QuantileCI
-	breach        Breach
+	winQ, baseQ   stats.QuantileCI
+	breach        stats.Breach
 	tailT         float64
 	nWinTail      float64
 	insufficient  bool
@@ -229,10 +230,10 @@ func (r *run) count(where string) (int, error) {
 // quantile computes the SLO quantile of n rows with its interval from the
 // n−l+1 slowest (ORDER BY … DESC LIMIT), the order-statistic convention of
 // QuantileRanks (quantileExact's rank convention differs).
-func (r *run) quantile(where string, n int) (QuantileCI, error) {
-	l, _, err := QuantileRanks(n, r.q, r.cfg.Level)
+func (r *run) quantile(where string, n int) (stats.QuantileCI, error) {
+	l, _, err := stats.QuantileRanks(n, r.q, r.cfg.Level)
 	if err != nil {
-		return QuantileCI{}, err
+		return stats.QuantileCI{}, err
 	}
 	m := n - l + 1
 	vals := make([]float64, 0, m)
@@ -246,9 +247,9 @@ func (r *run) quantile(where string, n int) (QuantileCI, error) {
 		return nil
 	})
 	if err != nil {
-		return QuantileCI{}, err
+		return stats.QuantileCI{}, err
 	}
-	return QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
+	return stats.QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
 }
 
 // --- the analysis ------------------------------------------------------------
@@ -261,7 +262,7 @@ func (r *run) analyze() error {
 	if r.nWin, err = r.count(r.winWhere()); err != nil {
 		return err
 	}
-	minN := max(r.cfg.MinRequests, MinSampleSize(r.q, r.cfg.Level))
+	minN := max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level))
 	if r.nWin < minN {
 		r.note("%d requests in the window, fewer than the %d needed to judge the %v-quantile", r.nWin, minN, r.q)
 		r.insufficient = true
@@ -274,7 +275,7 @@ func (r *run) analyze() error {
 		if r.nBase, err = r.count(r.whereIn(*r.base)); err != nil {
 			return err
 		}
-		if r.nBase >= max(r.cfg.MinBaselineRequests, MinSampleSize(r.q, r.cfg.Level)) {
+		if r.nBase >= max(r.cfg.MinBaselineRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
 			if r.baseQ, err = r.quantile(r.whereIn(*r.base), r.nBase); err != nil {
 				return err
 			}
@@ -284,25 +285,25 @@ func (r *run) analyze() error {
 		}
 	}
 	if f := r.req.Focus; f != nil {
-		r.breach = Breach{Breached: true, Reasons: []string{f.Level}}
+		r.breach = stats.Breach{Breached: true, Reasons: []string{f.Level}}
 		r.tailT = f.TailThresholdMS
 		if r.base != nil {
 			r.tailT = r.baseQ.Estimate
 		}
 		return r.attribute()
 	}
-	var baseCI *QuantileCI
+	var baseCI *stats.QuantileCI
 	if r.base != nil {
 		baseCI = &r.baseQ
 	}
-	b := DetectBreach(r.winQ, baseCI, &BreachConfig{ThresholdMS: r.req.SLO.ThresholdMS, MinRelIncrease: r.relIncrease()})
+	b := stats.DetectBreach(r.winQ, baseCI, &stats.BreachConfig{ThresholdMS: r.req.SLO.ThresholdMS, MinRelIncrease: r.relIncrease()})
 	// With an SLO threshold the threshold decides (it is the team's
 	// definition of broken); the baseline rule decides only without one.
 	rule := "baseline"
 	if r.req.SLO.ThresholdMS > 0 {
 		rule = "slo"
 	}
-	r.breach = Breach{Reasons: b.Reasons}
+	r.breach = stats.Breach{Reasons: b.Reasons}
 	for _, why := range b.Reasons {
 		if why == rule {
 			r.breach.Breached = true
@@ -403,7 +404,7 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 	if err != nil || len(series) == 0 {
 		return start, end, false, err
 	}
-	i, j, ok := BreachStretch(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	i, j, ok := stats.BreachStretch(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
 	if !ok || !starts[i].After(r.win.Start) {
 		return start, end, false, nil
 	}
@@ -421,7 +422,7 @@ func (r *run) breachRecovery() (time.Time, bool, error) {
 	if err != nil || len(series) == 0 {
 		return time.Time{}, false, err
 	}
-	i, ok := BreachRecovery(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	i, ok := stats.BreachRecovery(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
 	if !ok || !starts[i].After(r.win.Start) {
 		return time.Time{}, false, nil
 	}

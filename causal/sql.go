@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // Regression is a least-squares problem whose rows live in ClickHouse: the
@@ -125,7 +126,7 @@ func (r Regression) SuffStatsSQL() (string, error) {
 
 // ParseSuffStats turns the first-pass result row (values in the order of
 // SuffStatsColumns) into SuffStats.
-func (r Regression) ParseSuffStats(row []float64) (*SuffStats, error) {
+func (r Regression) ParseSuffStats(row []float64) (*stats.SuffStats, error) {
 	p := len(r.Regressors)
 	want := 2 + p + p*(p+1)/2
 	if len(row) != want {
@@ -140,7 +141,7 @@ func (r Regression) ParseSuffStats(row []float64) (*SuffStats, error) {
 	if r.Names != nil {
 		names = r.Names
 	}
-	s := NewSuffStats(p, names)
+	s := stats.NewSuffStats(p, names)
 	s.N = row[0]
 	k := 1
 	for i := 0; i < p; i++ {
@@ -249,7 +250,7 @@ func (r Regression) MeatColumns(coefs []int) []string {
 // the query short when only the treatment's standard error is needed. The
 // leverage expression alone has p(p+1)/2 terms; with 60 regressors the text is
 // about 100 KB, under ClickHouse's default max_query_size of 256 KiB.
-func (r Regression) MeatSQL(f *OLS, coefs []int) (string, error) {
+func (r Regression) MeatSQL(f *stats.OLS, coefs []int) (string, error) {
 	if err := r.Validate(); err != nil {
 		return "", err
 	}
@@ -306,7 +307,7 @@ func (r Regression) MeatSQL(f *OLS, coefs []int) (string, error) {
 
 // ParseMeats turns the second-pass result row (values in the order of
 // MeatColumns(coefs)) into Meats.
-func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
+func (r Regression) ParseMeats(row []float64, coefs []int) (*stats.Meats, error) {
 	cols := r.MeatColumns(coefs)
 	if len(row) != len(cols) {
 		return nil, fmt.Errorf("parse meats: %d values, want %d", len(row), len(cols))
@@ -317,7 +318,7 @@ func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
 		}
 	}
 	p := len(r.Regressors)
-	m := &Meats{N: row[0], MaxLeverage: row[1]}
+	m := &stats.Meats{N: row[0], MaxLeverage: row[1]}
 	k := 2
 	if coefs == nil {
 		m.M0 = mat.NewSymDense(p, nil)
@@ -360,3 +361,6 @@ func Hinges(expr string, knots []float64) []string {
 func isIdent(b byte) bool {
 	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/gonum/mathext"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -534,23 +535,23 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 			continue
 		}
 		for i, e := range set {
-			var peers []EntityCounts
+			var peers []stats.EntityCounts
 			var pq []float64
 			var pk, pn float64
 			for j, o := range set {
 				if j != i {
-					peers = append(peers, EntityCounts{Key: o.key, Tail: o.k, N: o.n})
+					peers = append(peers, stats.EntityCounts{Key: o.key, Tail: o.k, N: o.n})
 					pq = append(pq, o.quantile)
 					pk += o.k
 					pn += o.n
 				}
 			}
-			prior, err := FitBetaPrior(peers, nil)
+			prior, err := stats.FitBetaPrior(peers, nil)
 			if err != nil {
 				return nil, 0, err
 			}
 			e.peerRate = pk / pn
-			e.peerQ = median(pq)
+			e.peerQ = stats.Median(pq)
 			e.pval = betaBinomialSF(e.k, e.n, prior.Alpha, prior.Beta)
 			e.excess = math.Max(e.k-e.n*prior.Mean(), 0)
 			e.tested = true
@@ -687,7 +688,7 @@ func scanOnce(set []*screened) {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
 				var pk, pn float64
-				var peers []EntityCounts
+				var peers []stats.EntityCounts
 				for j, o := range set {
 					if j == i {
 						continue
@@ -697,7 +698,7 @@ func scanOnce(set []*screened) {
 					pk += peerK[j]
 					pn += peerN[j]
 					if peerN[j] > 0 {
-						peers = append(peers, EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
+						peers = append(peers, stats.EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
 					}
 				}
 				if ne < 20 || ke < 5 {
@@ -713,7 +714,7 @@ func scanOnce(set []*screened) {
 					// entity's own ratio to them before (at least 1): an
 					// entity that was always behind must fall further
 					// behind, significantly, to count.
-					prior := momentsPrior(peers, maxS)
+					prior := stats.MomentsPrior(peers, maxS)
 					rate := (pk + 0.5) / (pn + 1)
 					f := math.Max(before, 1)
 					mu := math.Min(prior.Mean()*f, 0.5)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // gpuUtilMetric is the gpu_samples metric of a GPU's utilization (0–1),
@@ -207,7 +208,7 @@ GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r
 	}
 	ref := 0.0
 	if len(others) > 0 {
-		ref = median(others)
+		ref = stats.Median(others)
 	}
 	top := math.Inf(-1)
 	for _, g := range mine {
