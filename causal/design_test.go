@@ -62,10 +62,11 @@ func TestDesignColumns(t *testing.T) {
 	}
 }
 
-// TestDesignOnClickHouse runs both passes on ClickHouse 18.16 (nested
-// subqueries with SELECT *, expr and isFinite; a 50-regressor leverage
-// sum, deeper than max_ast_depth if written flat) and compares with the
-// QR reference computed from the rows in Go.
+// TestDesignOnClickHouse runs both passes on the test ClickHouse (26.9; the
+// project supports 24.8 and newer): nested subqueries with SELECT *, expr
+// and isFinite, and a 50-regressor leverage sum, deeper than max_ast_depth
+// if written flat; it compares with the QR reference computed from the rows
+// in Go.
 func TestDesignOnClickHouse(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

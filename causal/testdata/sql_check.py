@@ -7,7 +7,7 @@ ClickHouse is not needed: the golden queries use only nested subqueries,
 count/sum/max and two ClickHouse functions, which are defined here for
 SQLite (toFloat64 -> float, isFinite -> math.isfinite). This checks the
 semantics of the generated text (residual and leverage expressions, meat
-sums, row layout); the lead still runs it once on the real 18.16 server.
+sums, row layout); TestDesignOnClickHouse runs the passes on the real server.
 
 Run (from causal/testdata):  python3 sql_check.py   (standard library only)
 """
