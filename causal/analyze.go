@@ -10,6 +10,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // Config tunes the Analyzer. DefaultConfig gives the values below; the
@@ -41,7 +44,7 @@ type Config struct {
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
 	// DAG is the causal DAG; nil means DefaultDAG.
-	DAG *DAG
+	DAG *dag.DAG
 	// Causes restricts the candidates to these taxonomy causes (nil: every
 	// cause node of the DAG, and entity.degraded).
 	Causes []Cause
@@ -243,7 +246,7 @@ func isIdentStart(b byte) bool { return b == '_' || b >= 'a' && b <= 'z' || b >=
 type Analyzer struct {
 	db  Querier
 	cfg Config
-	dag *DAG
+	dag *dag.DAG
 	log *slog.Logger
 
 	// An analyzer reading a snapshot (withSnapshot) is a copy of the one
@@ -264,7 +267,7 @@ func NewAnalyzer(db Querier, cfg Config) (*Analyzer, error) {
 	g := cfg.DAG
 	if g == nil {
 		var err error
-		if g, err = DefaultDAG(); err != nil {
+		if g, err = dag.Default(); err != nil {
 			return nil, fmt.Errorf("new analyzer: %w", err)
 		}
 	}
@@ -317,7 +320,7 @@ const (
 // Analysis is the outcome of Analyze: the v1 document and what led to it.
 type Analysis struct {
 	Incident Incident
-	Breach   Breach
+	Breach   stats.Breach
 	// Insufficient is set when the window held too few requests to judge
 	// the quantile (no breach can be declared either way).
 	Insufficient bool
@@ -325,7 +328,7 @@ type Analysis struct {
 	BaselineSource string
 	// WindowQuantile and BaselineQuantile are the SLO quantile with its
 	// interval (BaselineQuantile.N == 0 without a baseline).
-	WindowQuantile, BaselineQuantile QuantileCI
+	WindowQuantile, BaselineQuantile stats.QuantileCI
 	// TailThresholdMS defines "tail request" for the tail model, the
 	// attributable fraction and the health scores: the SLO threshold, or
 	// the baseline quantile when there is no threshold.
@@ -362,7 +365,7 @@ type Candidate struct {
 	AdjustedFor []string
 	Regressors  int
 	Rows        float64 // rows of the fits (baseline and window)
-	Estimate    CauseEstimate
+	Estimate    stats.CauseEstimate
 	MaxLeverage float64
 	Health      float64
 	Evidence    []string

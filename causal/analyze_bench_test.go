@@ -12,6 +12,7 @@ import (
 
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // benchData inserts n synthetic requests over two hours into a fresh
@@ -248,8 +249,8 @@ func BenchmarkAnalyze(b *testing.B) {
 func BenchmarkAnalyzeCauses(b *testing.B) {
 	a, req := benchData(b, 1_000_000)
 	for _, causes := range [][]Cause{
-		{CauseKVPreemption},
-		{CauseKVPreemption, CauseLongPrompts, CauseThermalThrottle, CauseQueueSaturation},
+		{schemas.CauseKVPreemption},
+		{schemas.CauseKVPreemption, schemas.CauseLongPrompts, schemas.CauseThermalThrottle, schemas.CauseQueueSaturation},
 		nil,
 	} {
 		name := fmt.Sprint(len(causes))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 type tlog struct{ t *testing.T }
@@ -130,12 +131,12 @@ func TestAnalyzeKVFault(t *testing.T) {
 	if an.BaselineSource != BaselinePreceding || !an.Breach.Breached || an.Breach.Reasons[0] != "slo" {
 		t.Errorf("baseline %s, breach %+v", an.BaselineSource, an.Breach)
 	}
-	checkTop(t, an, CauseKVPreemption, engineEntity(1, 1), 0.5)
+	checkTop(t, an, schemas.CauseKVPreemption, engineEntity(1, 1), 0.5)
 	top := an.Incident.Culprits[0]
 	if top.Health > 0.1 || !slices.Contains(top.AdjustedFor, "prompt_tokens") || !slices.Contains(top.AdjustedFor, "engine") {
 		t.Errorf("health %v, adjusted for %v", top.Health, top.AdjustedFor)
 	}
-	if c := culprit(an.Incident, CauseEntityDegraded); c != nil {
+	if c := culprit(an.Incident, schemas.CauseEntityDegraded); c != nil {
 		t.Errorf("entity.degraded reported although the KV mechanism explains the engine: %+v", c)
 	}
 }
@@ -145,9 +146,9 @@ func TestAnalyzeLongPromptDecoy(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 2, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "long_prompts"}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseLongPrompts, Entity{Model: "llama-3-8b"}, 0.5)
+	checkTop(t, an, schemas.CauseLongPrompts, Entity{Model: "llama-3-8b"}, 0.5)
 	for _, c := range an.Candidates {
-		if c.Cause == CauseKVPreemption {
+		if c.Cause == schemas.CauseKVPreemption {
 			if c.Skipped != "" || c.Culprit || c.Estimate.Attributed.Value > 0.05 {
 				t.Errorf("kv decoy: skipped %q, culprit %v, AF %v", c.Skipped, c.Culprit, c.Estimate.Attributed.Value)
 			}
@@ -165,8 +166,8 @@ func TestAnalyzeThermal(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 3, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}, {Kind: "pcie_harmless", Host: 0, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseThermalThrottle, engineEntity(2, 0), 0.4)
-	for _, c := range []Cause{CausePCIeContention, CauseEntityDegraded} {
+	checkTop(t, an, schemas.CauseThermalThrottle, engineEntity(2, 0), 0.4)
+	for _, c := range []Cause{schemas.CausePCIeContention, schemas.CauseEntityDegraded} {
 		if cu := culprit(an.Incident, c); cu != nil {
 			t.Errorf("%s reported: %+v", c, cu)
 		}
@@ -231,7 +232,7 @@ func TestAnalyzeChangePoint(t *testing.T) {
 	if !b.Start.Equal(synthStart) || b.End.Sub(synthStart.Add(faultAt)).Abs() > 3*time.Minute || !an.Incident.Window.Start.Equal(b.End) {
 		t.Errorf("baseline %s, window %s; the fault began at %s", fmtInterval(b), fmtInterval(an.Incident.Window), synthStart.Add(faultAt).Format(time.RFC3339))
 	}
-	checkTop(t, an, CauseKVPreemption, engineEntity(1, 1), 0.5)
+	checkTop(t, an, schemas.CauseKVPreemption, engineEntity(1, 1), 0.5)
 }
 
 // An engine slows down with no metric moving: entity.degraded.
@@ -239,7 +240,7 @@ func TestAnalyzeDegraded(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 5, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "degraded", Host: 3, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseEntityDegraded, engineEntity(3, 1), 0.5)
+	checkTop(t, an, schemas.CauseEntityDegraded, engineEntity(3, 1), 0.5)
 	// entity_health: the slow engine, its GPU and its host are the least
 	// healthy of their kinds; every other host looks like its peers.
 	eh := an.Incident.EntityHealth
@@ -269,18 +270,18 @@ func TestAnalyzeDegradedHost(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 11, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 0}, {Kind: "degraded", Host: 2, GPU: 1}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseEntityDegraded, Entity{Host: hostName(2), Model: "llama-3-8b"}, 0.5)
+	checkTop(t, an, schemas.CauseEntityDegraded, Entity{Host: hostName(2), Model: "llama-3-8b"}, 0.5)
 	top := an.Incident.Culprits[0]
 	if ev := strings.Join(top.Evidence, "\n"); !strings.Contains(ev, "its 2 engines share the excess tail") || !strings.Contains(ev, "health of "+hostName(2)) {
 		t.Errorf("evidence %q", top.Evidence)
 	}
 	for _, c := range an.Candidates {
-		if c.Cause == CauseEntityDegraded && c.Entity.Host == hostName(2) && c.Entity.Pod != "" {
+		if c.Cause == schemas.CauseEntityDegraded && c.Entity.Host == hostName(2) && c.Entity.Pod != "" {
 			t.Errorf("an engine of the slow host examined alone: %+v", c.Entity)
 		}
 	}
 	for _, c := range an.Incident.Culprits[1:] {
-		if c.Cause == CauseEntityDegraded {
+		if c.Cause == schemas.CauseEntityDegraded {
 			t.Errorf("a second entity.degraded culprit %+v", c.Entity)
 		}
 	}
@@ -295,8 +296,8 @@ func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 	an := analyzeWithSamples(t, s)
 	in := an.Incident
 	want := engineEntity(2, 0) // the GPU, and the engine it belongs to
-	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
-		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != schemas.CauseThermalThrottle || in.Culprits[0].Entity != want {
+		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, schemas.CauseThermalThrottle, want)
 	}
 	top := in.Culprits[0]
 	if ev := strings.Join(top.Evidence, "\n"); !strings.Contains(ev, "GPU samples of engine node-2/vllm-2-0/0 (4 GPUs") || !strings.Contains(ev, "its 3 peers at most 0") {
@@ -317,8 +318,8 @@ func TestAnalyzeHostWideThrottleWithIdleGPUs(t *testing.T) {
 	an := analyzeWithSamples(t, s)
 	in := an.Incident
 	want := Entity{Host: hostName(2), Model: "llama-3-8b"}
-	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseThermalThrottle || in.Culprits[0].Entity != want {
-		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, CauseThermalThrottle, want)
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != schemas.CauseThermalThrottle || in.Culprits[0].Entity != want {
+		t.Fatalf("culprits %+v, want %s on %+v first", in.Culprits, schemas.CauseThermalThrottle, want)
 	}
 	if ev := strings.Join(in.Culprits[0].Evidence, "\n"); !strings.Contains(ev, "rose on 4 of the 4 GPUs of host node-2") {
 		t.Errorf("evidence %q", in.Culprits[0].Evidence)
@@ -351,11 +352,11 @@ func TestEvictsTellsEvictionsFromPrefixFault(t *testing.T) {
 			kv, _ := a.dag.Node("kv_usage")
 			pm, _ := a.dag.Node("prefix_miss")
 			r.causes = []*causeRun{
-				{node: kv, exposed: "(" + kv.Exposed + ")", cand: Candidate{Cause: CauseKVPreemption}},
-				{node: pm, cand: Candidate{Cause: CausePrefixMiss}},
+				{node: kv, exposed: "(" + kv.Exposed + ")", cand: Candidate{Cause: schemas.CauseKVPreemption}},
+				{node: pm, cand: Candidate{Cause: schemas.CausePrefixMiss}},
 			}
 			e := engineEntity(1, 1)
-			got := r.evicts(Culprit{Cause: CauseKVPreemption, Entity: e}, Culprit{Cause: CausePrefixMiss, Entity: e})
+			got := r.evicts(Culprit{Cause: schemas.CauseKVPreemption, Entity: e}, Culprit{Cause: schemas.CausePrefixMiss, Entity: e})
 			if got != tc.want {
 				t.Errorf("evicts = %v, want %v (notes %q)", got, tc.want, r.notes)
 			}
@@ -393,7 +394,7 @@ func analyzeWithSamples(t *testing.T, s synthScenario) *Analysis {
 func queueCandidate(t *testing.T, an *Analysis) Candidate {
 	t.Helper()
 	for _, c := range an.Candidates {
-		if c.Cause == CauseQueueSaturation && c.Culprit {
+		if c.Cause == schemas.CauseQueueSaturation && c.Culprit {
 			return c
 		}
 	}
@@ -408,7 +409,7 @@ func TestAnalyzeQueueSurge(t *testing.T) {
 		Faults: []synthFault{{Kind: "surge", Host: 2, GPU: 1, Factor: 0.4}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
 	top := an.Incident.Culprits
-	if len(top) == 0 || top[0].Cause != CauseQueueSaturation || top[0].Entity != engineEntity(2, 1) {
+	if len(top) == 0 || top[0].Cause != schemas.CauseQueueSaturation || top[0].Entity != engineEntity(2, 1) {
 		t.Fatalf("culprits %+v, want queue.saturation on %+v first", top, engineEntity(2, 1))
 	}
 	q := queueCandidate(t, an)
@@ -423,7 +424,7 @@ func TestAnalyzeQueueFromSlowService(t *testing.T) {
 	an := analyzeScenario(t, synthScenario{Seed: 9, Duration: time.Hour, FaultFrom: 30 * time.Minute,
 		Faults: []synthFault{{Kind: "slow_queue", Host: 2, GPU: 1, Factor: 2.2}}},
 		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-	checkTop(t, an, CauseEntityDegraded, engineEntity(2, 1), 0.3)
+	checkTop(t, an, schemas.CauseEntityDegraded, engineEntity(2, 1), 0.3)
 	q := queueCandidate(t, an)
 	if !q.Symptom || !strings.Contains(strings.Join(q.Evidence, "\n"), "served slower") {
 		t.Errorf("symptom %v, evidence %q", q.Symptom, q.Evidence)
@@ -455,7 +456,7 @@ func TestAnalyzeSignals(t *testing.T) {
 		t.Logf("%s: %s P99 %.0f (baseline %.0f) top %q", sig, an.Incident.Status, an.Incident.ObservedP99MS, an.Incident.BaselineP99MS, TopCulprit(an.Incident))
 		switch sig {
 		case "tpot": // the throttle slows decoding: it must be found
-			if c := an.Incident.Culprits; len(c) == 0 || c[0].Cause != CauseThermalThrottle || c[0].Entity.GPU != gpuName(0, 0) {
+			if c := an.Incident.Culprits; len(c) == 0 || c[0].Cause != schemas.CauseThermalThrottle || c[0].Entity.GPU != gpuName(0, 0) {
 				t.Errorf("tpot: culprits %+v", c)
 			}
 		case "ttft": // the synthetic TTFT does not depend on the clock

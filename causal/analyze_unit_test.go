@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -56,11 +60,11 @@ func TestTopChanged(t *testing.T) {
 		old, cur Incident
 		want     bool
 	}{
-		{in(c(CauseThermalThrottle, "a"), c(CauseThermalThrottle, "b")), in(c(CauseThermalThrottle, "b"), c(CauseThermalThrottle, "a")), false},
-		{in(c(CauseThermalThrottle, "a")), in(c(CauseThermalThrottle, "b")), true},
-		{in(c(CauseThermalThrottle, "a")), in(c(CauseKVPreemption, "")), true},
-		{in(), in(c(CauseKVPreemption, "")), true},
-		{in(c(CauseKVPreemption, "")), in(), false},
+		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(c(schemas.CauseKVPreemption, "")), in(), false},
 	} {
 		if got := topChanged(tc.old, tc.cur); got != tc.want {
 			t.Errorf("topChanged(%v, %v) = %v", TopCulprit(tc.old), TopCulprit(tc.cur), got)
@@ -114,7 +118,7 @@ func TestAssembleFactors(t *testing.T) {
 	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
 		Factors: []Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
 	groups := map[string]*GroupRow{}
-	want := NewSuffStats(4, nil)
+	want := stats.NewSuffStats(4, nil)
 	var wsum float64
 	for i := 0; i < 500; i++ {
 		g := rng.IntN(3)
@@ -157,11 +161,11 @@ func TestAssembleFactors(t *testing.T) {
 		t.Errorf("Keep: %+v %v", k, k.ColumnNames())
 	}
 	// The factor terms of the second pass are transform() lookups.
-	f, err := FitOLS(got[0], nil)
+	f, err := stats.FitOLS(got[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := d.MeatSQL([]*OLS{f}, 1)
+	q, err := d.MeatSQL([]*stats.OLS{f}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +176,7 @@ func TestAssembleFactors(t *testing.T) {
 
 func TestQuoteString(t *testing.T) {
 	for in, want := range map[string]string{"a": "'a'", "it's": `'it\'s'`, `a\b`: `'a\\b'`, "": "''"} {
-		if got := QuoteString(in); got != want {
+		if got := dag.QuoteString(in); got != want {
 			t.Errorf("QuoteString(%q) = %s, want %s", in, got, want)
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // Where a cause acts, and so which entity a culprit names.
@@ -19,7 +23,7 @@ const (
 
 // causeRun is one candidate cause being estimated.
 type causeRun struct {
-	node       Node
+	node       dag.Node
 	kind       string
 	adjust     []string
 	continuous bool   // treatment is the level, not an exposure indicator
@@ -32,7 +36,7 @@ type causeRun struct {
 	split      bool   // a per-entity share of a cause spread over entities
 	col        int    // index in r.causes and topRow.vals (-1: degraded)
 	// degraded: the placement node of the entity examined (entityKey).
-	placement *Node
+	placement *dag.Node
 	splitInto int // per-entity culprits made of this cause
 
 	// Aggregates.
@@ -164,20 +168,20 @@ func (r *run) attribute() error {
 	// effect to a sibling mechanism.
 	var outcomes []string
 	for _, n := range g.Nodes() {
-		if n.Role == RoleOutcome {
+		if n.Role == dag.RoleOutcome {
 			outcomes = append(outcomes, n.Name)
 		}
 	}
 	for _, n := range g.Nodes() {
-		if n.Cause == "" || n.Latent || n.Role == RolePlacement || !r.wants(n.Cause) {
+		if n.Cause == "" || n.Latent || n.Role == dag.RolePlacement || !r.wants(n.Cause) {
 			continue
 		}
 		c := &causeRun{node: n, treatment: n.Treatment(), continuous: n.Exposed == "", col: len(r.causes)}
 		c.cand = Candidate{Cause: n.Cause, Node: n.Name}
 		switch n.Role {
-		case RoleGPUState:
+		case dag.RoleGPUState:
 			c.kind = kindGPU
-		case RoleRequestShape:
+		case dag.RoleRequestShape:
 			c.kind = kindWorkload
 		default:
 			c.kind = kindEngine
@@ -187,7 +191,7 @@ func (r *run) attribute() error {
 			c.cand.Skipped = fmt.Sprintf("%s does not lie upstream of %s in %s", n.Name, r.outcome.Name, g.Version())
 			continue
 		}
-		z, err := g.BackdoorSet(n.Name, r.outcome.Name, &BackdoorOptions{Exclude: outcomes})
+		z, err := g.BackdoorSet(n.Name, r.outcome.Name, &dag.BackdoorOptions{Exclude: outcomes})
 		if err != nil {
 			c.cand.Skipped = err.Error()
 			continue
@@ -215,7 +219,7 @@ func (r *run) attribute() error {
 				c.elevated = interp(gridProbs, nq.win, 0.9)
 				c.label = fmt.Sprintf("%s above %s (window P90)", c.node.Expr, fmtNum(c.elevated))
 			}
-			c.exposed = "(" + c.node.Covariate() + " > " + FormatFloat(c.elevated) + ")"
+			c.exposed = "(" + c.node.Covariate() + " > " + dag.FormatFloat(c.elevated) + ")"
 			c.meanDelta, c.typDelta = nq.meanDelta()
 		} else {
 			c.exposed = "(" + c.node.Exposed + ")"
@@ -269,7 +273,7 @@ func (r *run) attribute() error {
 		return err
 	}
 	for _, c := range r.all() {
-		if c.cand.Skipped == "" && c.node.Cause == CauseQueueSaturation {
+		if c.cand.Skipped == "" && c.node.Cause == schemas.CauseQueueSaturation {
 			if err := r.judgeDemand(c); err != nil {
 				return err
 			}
@@ -406,7 +410,7 @@ func (r *run) all() []*causeRun {
 // reason is in the message); the analysis goes on without it.
 var errSkip = errors.New("skip")
 
-func ancestors(g *DAG, of string) map[string]bool {
+func ancestors(g *dag.DAG, of string) map[string]bool {
 	out := map[string]bool{}
 	stack := []string{of}
 	for len(stack) > 0 {
@@ -455,7 +459,7 @@ func (r *run) queryQuantiles() error {
 	}
 	levels := make([]string, len(gridProbs))
 	for i, p := range gridProbs {
-		levels[i] = FormatFloat(p)
+		levels[i] = dag.FormatFloat(p)
 	}
 	lv := strings.Join(levels, ", ")
 	var cols []string
@@ -529,14 +533,14 @@ func (r *run) queryPlacements() error {
 		base = inInterval(*r.base)
 	}
 	win := r.inWin()
-	tail := "(" + r.y + " > " + FormatFloat(r.tailT) + ")"
+	tail := "(" + r.y + " > " + dag.FormatFloat(r.tailT) + ")"
 	cols := []string{
 		"toString(host)", "toString(engine)", "toString(gpu)", "toString(model)", "toString(pod)",
 		fmt.Sprintf("toFloat64(countIf(%s))", win),
 		fmt.Sprintf("toFloat64(countIf(%s AND %s))", win, tail),
 		fmt.Sprintf("toFloat64(countIf(%s))", base),
 		fmt.Sprintf("toFloat64(countIf(%s AND %s))", base, tail),
-		fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, win),
+		fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", dag.FormatFloat(r.q), r.y, win),
 	}
 	var active []*causeRun
 	for _, c := range r.causes {
@@ -648,17 +652,17 @@ func (r *run) entityHealth() []EntityHealth {
 // (Health, leave-one-out Beta-Binomial).
 func (r *run) scoreHealth(set map[string]*entityStats) {
 	keys := sortedKeys(set)
-	var counts []EntityCounts
+	var counts []stats.EntityCounts
 	for _, k := range keys {
 		es := set[k]
 		if es.nw >= float64(r.cfg.MinEntityRows) {
-			counts = append(counts, EntityCounts{Key: k, Tail: es.nwTail, N: es.nw})
+			counts = append(counts, stats.EntityCounts{Key: k, Tail: es.nwTail, N: es.nw})
 		}
 	}
 	if len(counts) < 2 {
 		return
 	}
-	hs, err := Health(counts, nil)
+	hs, err := stats.Health(counts, nil)
 	if err != nil {
 		r.note("health scores: %v", err)
 		return
@@ -689,7 +693,7 @@ func (r *run) queryAffected() error {
 		active = append(active, c)
 		cond := r.inWin() + " AND " + c.exposed
 		cols = append(cols,
-			fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", FormatFloat(r.q), r.y, cond),
+			fmt.Sprintf("toFloat64(quantileExactIf(%s)(%s, %s))", dag.FormatFloat(r.q), r.y, cond),
 			fmt.Sprintf("toFloat64(countIf(%s))", cond))
 	}
 	if len(cols) == 0 {
@@ -719,7 +723,7 @@ type topRow struct {
 // treatment of every cause: the counterfactual quantiles and exemplars.
 func (r *run) queryTop(m int) error {
 	if m == 0 {
-		k := rankOf(r.q, r.nWin)
+		k := stats.QuantileRank(r.q, r.nWin)
 		m = max(4*(r.nWin-k+1), 1000, r.nWin-r.winQ.LowerRank+1)
 	}
 	m = min(m, r.nWin)
@@ -755,8 +759,8 @@ func (r *run) queryTop(m int) error {
 }
 
 // deltaRows are the slowest rows with Δ of cause c.
-func (r *run) deltaRows(c *causeRun) []LatencyDelta {
-	out := make([]LatencyDelta, len(r.top))
+func (r *run) deltaRows(c *causeRun) []stats.LatencyDelta {
+	out := make([]stats.LatencyDelta, len(r.top))
 	i := c.col
 	for k, t := range r.top {
 		d := 0.0
@@ -773,7 +777,7 @@ func (r *run) deltaRows(c *causeRun) []LatencyDelta {
 				d = 1
 			}
 		}
-		out[k] = LatencyDelta{LatencyMS: t.y, Delta: d}
+		out[k] = stats.LatencyDelta{LatencyMS: t.y, Delta: d}
 	}
 	return out
 }
@@ -822,7 +826,7 @@ func (r *run) counterfactual(c *causeRun) {
 	e := &c.cand.Estimate
 	rows := r.deltaRows(c)
 	cf := func(beta float64) float64 {
-		v, err := CounterfactualQuantile(rows, r.nWin, math.Max(beta, 0), r.q)
+		v, err := stats.CounterfactualQuantile(rows, r.nWin, math.Max(beta, 0), r.q)
 		if err != nil {
 			return 0
 		}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // The evaluation compares the backdoor-adjusted ranking with two simpler
@@ -48,13 +50,13 @@ func (a *Analyzer) CompareRankings(ctx context.Context, an *Analysis) (map[strin
 	sort.Strings(keys)
 	scope := []string{"isFinite(" + out.Covariate() + ")"}
 	for _, k := range keys {
-		scope = append(scope, k+" = "+QuoteString(in.SLO.Scope[k]))
+		scope = append(scope, k+" = "+dag.QuoteString(in.SLO.Scope[k]))
 	}
 	where := func(iv Interval) string {
 		return strings.Join(scope, " AND ") + " AND " + prune(iv) + " AND " + inInterval(iv)
 	}
 	win, base := where(in.Window), where(in.Baseline)
-	tail := fmt.Sprintf("toFloat64(%s > %s)", out.Covariate(), FormatFloat(an.TailThresholdMS))
+	tail := fmt.Sprintf("toFloat64(%s > %s)", out.Covariate(), dag.FormatFloat(an.TailThresholdMS))
 	tbl := a.table()
 	res := map[string][]Ranked{}
 	for _, n := range a.dag.Nodes() {
@@ -84,7 +86,7 @@ func (a *Analyzer) CompareRankings(ctx context.Context, an *Analysis) (map[strin
 	return res, nil
 }
 
-func (a *Analyzer) levelScores(ctx context.Context, tbl string, n Node, tail, win, base string) (unadj, z float64, err error) {
+func (a *Analyzer) levelScores(ctx context.Context, tbl string, n dag.Node, tail, win, base string) (unadj, z float64, err error) {
 	lvl := n.Covariate()
 	b, err := queryFloats(ctx, a.db, "baseline level of "+n.Name, fmt.Sprintf(
 		"SELECT toFloat64(quantile(0.25)(%[1]s)), toFloat64(quantile(0.5)(%[1]s)), toFloat64(quantile(0.75)(%[1]s)), toFloat64(quantile(0.9)(%[1]s)) FROM %[2]s WHERE %[3]s AND isFinite(%[1]s)",
@@ -99,7 +101,7 @@ func (a *Analyzer) levelScores(ctx context.Context, tbl string, n Node, tail, wi
 			// was never measured there): nothing to compare with.
 			return math.NaN(), math.NaN(), nil
 		}
-		exposed = fmt.Sprintf("%s > %s", lvl, FormatFloat(b[3]))
+		exposed = fmt.Sprintf("%s > %s", lvl, dag.FormatFloat(b[3]))
 	}
 	w, err := queryFloats(ctx, a.db, "window level of "+n.Name, fmt.Sprintf(
 		"SELECT toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, NOT (%[2]s))), toFloat64(countIf(%[2]s)), toFloat64(quantile(0.9)(%[3]s)) FROM %[4]s WHERE %[5]s AND isFinite(%[3]s)",
@@ -121,7 +123,7 @@ func (a *Analyzer) levelScores(ctx context.Context, tbl string, n Node, tail, wi
 	return unadj, z, nil
 }
 
-func (a *Analyzer) placementScores(ctx context.Context, tbl string, n Node, out Node, tail, win, base string) (unadj, z float64, err error) {
+func (a *Analyzer) placementScores(ctx context.Context, tbl string, n dag.Node, out dag.Node, tail, win, base string) (unadj, z float64, err error) {
 	unadj, z = math.NaN(), math.NaN()
 	overall, err := queryFloats(ctx, a.db, "window tail rate", fmt.Sprintf("SELECT toFloat64(avg(%s)) FROM %s WHERE %s", tail, tbl, win), 1)
 	if err != nil {

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // benchStats builds sufficient statistics of n random rows with p
 // regressors (intercept first).
-func benchStats(p, n int) *SuffStats {
+func benchStats(p, n int) *stats.SuffStats {
 	rng := rand.New(rand.NewPCG(uint64(p), 1))
-	s := NewSuffStats(p, nil)
+	s := stats.NewSuffStats(p, nil)
 	x := make([]float64, p)
 	for i := 0; i < n; i++ {
 		x[0] = 1
@@ -30,7 +33,7 @@ func BenchmarkFitOLS(b *testing.B) {
 		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := FitOLS(s, nil); err != nil {
+				if _, err := stats.FitOLS(s, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -41,7 +44,7 @@ func BenchmarkFitOLS(b *testing.B) {
 func BenchmarkMeatSQL(b *testing.B) {
 	for _, p := range []int{10, 30, 60} {
 		s := benchStats(p, 4*p+100)
-		f, err := FitOLS(s, nil)
+		f, err := stats.FitOLS(s, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +66,7 @@ func BenchmarkMeatSQL(b *testing.B) {
 }
 
 func BenchmarkBackdoorSetDefaultDAG(b *testing.B) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,13 +89,13 @@ func BenchmarkBackdoorSetDefaultDAG(b *testing.B) {
 
 func BenchmarkHealth(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	counts := make([]EntityCounts, 64)
+	counts := make([]stats.EntityCounts, 64)
 	for i := range counts {
-		counts[i] = EntityCounts{Tail: float64(rng.IntN(20)), N: 1000}
+		counts[i] = stats.EntityCounts{Tail: float64(rng.IntN(20)), N: 1000}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Health(counts, nil); err != nil {
+		if _, err := stats.Health(counts, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

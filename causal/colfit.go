@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // The Go fits: the two passes of a Design (SuffStatsSQL, MeatSQL) computed
@@ -160,7 +163,7 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 		// The first read takes the atoms every design of the run may use,
 		// so that later designs find them.
 		for _, n := range r.a.dag.Nodes() {
-			if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
+			if n.Latent || n.Role == dag.RoleOutcome || n.Expr == "" {
 				continue
 			}
 			if n.Categorical {
@@ -297,7 +300,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		lc := f.labels[a]
 		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
 		for i, l := range lc.dict {
-			ds[i], cs[i] = QuoteString(l), strconv.Itoa(i+1)
+			ds[i], cs[i] = dag.QuoteString(l), strconv.Itoa(i+1)
 		}
 		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
 	}
@@ -888,7 +891,7 @@ type meatGroup struct {
 	s    float64   // Σ inv[level, level'] over the row's levels
 }
 
-func (g *goDesign) meatGroup(key int, fits []*OLS, coef int) meatGroup {
+func (g *goDesign) meatGroup(key int, fits []*stats.OLS, coef int) meatGroup {
 	inv := fits[0].XtXInv
 	var ind []int
 	for f, c := range g.codesOf(key) {
@@ -913,7 +916,7 @@ func (g *goDesign) meatGroup(key int, fits []*OLS, coef int) meatGroup {
 }
 
 // meats is the Go second pass: the row MeatSQL returns (MeatColumns).
-func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
+func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 	inv := fits[0].XtXInv
 	c, k := g.c, g.k
 	a := make([]float64, c)
@@ -1093,7 +1096,7 @@ func (r *run) passSuffStats(what string, d Design) ([]GroupRow, error) {
 
 // passMeats runs the second pass of d (the fits of its outcomes), where
 // the first ran.
-func (r *run) passMeats(what string, d Design, fits []*OLS, coef int) ([]float64, error) {
+func (r *run) passMeats(what string, d Design, fits []*stats.OLS, coef int) ([]float64, error) {
 	if r.goFitsOn() {
 		g, err := r.goDesign(d)
 		if err == nil {

@@ -8,11 +8,14 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 func TestTermCompiler(t *testing.T) {
 	tc := termCompiler{labels: map[string]bool{"host": true, "concat(host, '/', pod, '/', engine)": true}}
-	n := Node{Name: "kv", Expr: "kv_usage_max", Exposed: "kv_usage_max >= 0.9 OR preemptions_during > 0"}
+	n := dag.Node{Name: "kv", Expr: "kv_usage_max", Exposed: "kv_usage_max >= 0.9 OR preemptions_during > 0"}
 	for _, c := range []struct {
 		expr string
 		want string // the term's shape
@@ -27,7 +30,7 @@ func TestTermCompiler(t *testing.T) {
 		{"(1 - toFloat64(w)) * toFloat64(x)", "prod(1-([toFloat64(w)]), [toFloat64(x)])"},
 		{"1 - toFloat64(w)", "1-([toFloat64(w)])"},
 		{"toFloat64(host = 'node-1')", "eq(toString(host), node-1)"},
-		{Node{Expr: "concat(host, '/', pod, '/', engine)"}.Indicator("a'b/c"), "eq(toString(concat(host, '/', pod, '/', engine)), a'b/c)"},
+		{dag.Node{Expr: "concat(host, '/', pod, '/', engine)"}.Indicator("a'b/c"), "eq(toString(concat(host, '/', pod, '/', engine)), a'b/c)"},
 		{"toFloat64(gpu = 'g')", "[toFloat64(gpu = 'g')]"}, // gpu is not a known label here
 		{"toFloat64(x) - 1 * y", "[toFloat64(toFloat64(x) - 1 * y)]"},
 		{"log(greatest(toFloat64(e2e_ms), 0.001))", "[toFloat64(log(greatest(toFloat64(e2e_ms), 0.001)))]"},
@@ -62,11 +65,11 @@ func termString(t *colTerm) string {
 	}
 	switch t.kind {
 	case termConst:
-		return FormatFloat(t.v)
+		return dag.FormatFloat(t.v)
 	case termAtom:
 		return "[" + t.atom + "]"
 	case termHinge:
-		return "hinge(" + args() + ", " + FormatFloat(t.v) + ")"
+		return "hinge(" + args() + ", " + dag.FormatFloat(t.v) + ")"
 	case termGuard:
 		return "guard(" + args() + ")"
 	case termProd:
@@ -275,13 +278,13 @@ func BenchmarkGoFits(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stats, _, err := d.AssembleSuffStats(f.suffStats(g))
+	suff, _, err := d.AssembleSuffStats(f.suffStats(g))
 	if err != nil {
 		b.Fatal(err)
 	}
-	var fits []*OLS
-	for _, s := range stats {
-		fit, err := FitOLS(s, nil)
+	var fits []*stats.OLS
+	for _, s := range suff {
+		fit, err := stats.FitOLS(s, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,13 +21,13 @@ func sampleIncident() Incident {
 		ObservedP99MS: 6120, BaselineP99MS: 1890, Requests: 48210, TailRequests: 1733,
 		Culprits: []Culprit{
 			{
-				Cause:    CauseLongPrompts,
+				Cause:    schemas.CauseLongPrompts,
 				Entity:   Entity{Model: "llama-3-8b"},
 				EffectMS: 610, CI95MS: [2]float64{420, 800}, AttributableFraction: 0.18,
 				CounterfactualP99MS: 5200, Health: 0.93, AdjustedFor: []string{},
 			},
 			{
-				Cause:    CauseKVPreemption,
+				Cause:    schemas.CauseKVPreemption,
 				Entity:   Entity{Host: "node-3", GPU: "GPU-5b1e7c2a-0d4f-4e55-9a43-2f1c9d1e8a77", Engine: "0", Model: "llama-3-8b"},
 				EffectMS: 2140, CI95MS: [2]float64{1810, 2470}, AttributableFraction: 0.61,
 				CounterfactualP99MS: 2350, Health: 0.07,
@@ -48,7 +48,7 @@ func sampleIncident() Incident {
 func TestIncidentGolden(t *testing.T) {
 	in := sampleIncident()
 	RankCulprits(in.Culprits)
-	if in.Culprits[0].Cause != CauseKVPreemption || in.Culprits[0].Rank != 1 || in.Culprits[1].Rank != 2 {
+	if in.Culprits[0].Cause != schemas.CauseKVPreemption || in.Culprits[0].Rank != 1 || in.Culprits[1].Rank != 2 {
 		t.Fatalf("ranking: %+v", in.Culprits)
 	}
 	if err := in.Validate(); err != nil {

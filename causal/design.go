@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // Design is several least-squares problems that share their rows and their
@@ -150,7 +153,7 @@ func (d Design) Regression(k int) Regression {
 	r := Regression{Table: d.Table, Where: d.Where, Regressors: append([]string(nil), d.Regressors...), Outcome: d.Outcomes[k]}
 	for _, f := range d.Factors {
 		for _, l := range f.Levels {
-			r.Regressors = append(r.Regressors, "toFloat64(toString("+f.Expr+") = "+QuoteString(l)+")")
+			r.Regressors = append(r.Regressors, "toFloat64(toString("+f.Expr+") = "+dag.QuoteString(l)+")")
 		}
 	}
 	if d.Names != nil || len(d.Factors) > 0 {
@@ -275,22 +278,22 @@ type GroupRow struct {
 
 // ParseSuffStats turns the first-pass row of a design without factors into
 // one SuffStats per outcome and the extra sums.
-func (d Design) ParseSuffStats(row []float64) ([]*SuffStats, []float64, error) {
+func (d Design) ParseSuffStats(row []float64) ([]*stats.SuffStats, []float64, error) {
 	return d.AssembleSuffStats([]GroupRow{{Values: row}})
 }
 
 // AssembleSuffStats adds up the first-pass rows into one SuffStats per
 // outcome (over all P columns, factor levels included) and the extra sums.
-func (d Design) AssembleSuffStats(rows []GroupRow) ([]*SuffStats, []float64, error) {
+func (d Design) AssembleSuffStats(rows []GroupRow) ([]*stats.SuffStats, []float64, error) {
 	cols := d.SuffStatsColumns()
 	c, p := len(d.Regressors), d.P()
 	names := d.ColumnNames()
 	if d.Names == nil && len(d.Factors) == 0 {
 		names = nil
 	}
-	out := make([]*SuffStats, len(d.Outcomes))
+	out := make([]*stats.SuffStats, len(d.Outcomes))
 	for k := range out {
-		out[k] = NewSuffStats(p, names)
+		out[k] = stats.NewSuffStats(p, names)
 	}
 	sums := make([]float64, len(d.Sums))
 	level := make([]map[string]int, len(d.Factors)) // label → column
@@ -399,7 +402,7 @@ func (d Design) lookup(val func(col int) float64) []string {
 		vals := make([]float64, len(fa.Levels))
 		nonzero := false
 		for i, l := range fa.Levels {
-			labels[i] = QuoteString(l)
+			labels[i] = dag.QuoteString(l)
 			vals[i] = val(at + i)
 			nonzero = nonzero || vals[i] != 0
 		}
@@ -417,7 +420,7 @@ func (d Design) lookup(val func(col int) float64) []string {
 // v0 = Σ e_i² (a·x_i)² and v3 = Σ e_i²/(1−h_i)² (a·x_i)², a = row coef of
 // (XᵀX)⁻¹ (see Regression.MeatSQL). The leverage and a·x_i are computed
 // once for all outcomes.
-func (d Design) MeatSQL(fits []*OLS, coef int) (string, error) {
+func (d Design) MeatSQL(fits []*stats.OLS, coef int) (string, error) {
 	if err := d.Validate(); err != nil {
 		return "", err
 	}
@@ -470,7 +473,7 @@ func (d Design) MeatSQL(fits []*OLS, coef int) (string, error) {
 func linearTerms(xs []string, w []float64) []string {
 	out := make([]string, len(xs))
 	for j, x := range xs {
-		out[j] = FormatFloat(w[j]) + " * " + x
+		out[j] = dag.FormatFloat(w[j]) + " * " + x
 	}
 	return out
 }
@@ -493,7 +496,7 @@ func (d Design) leverageTerms(a interface{ At(i, j int) float64 }) []string {
 			if k != j {
 				v *= 2
 			}
-			terms = append(terms, fmt.Sprintf("%s * %s * %s", FormatFloat(v), xcol(j), xcol(k)))
+			terms = append(terms, fmt.Sprintf("%s * %s * %s", dag.FormatFloat(v), xcol(j), xcol(k)))
 		}
 	}
 	// Expression × level: 2·A[j, level] x_j.
@@ -518,7 +521,7 @@ func (d Design) leverageTerms(a interface{ At(i, j int) float64 }) []string {
 			for i, lf := range d.Factors[f].Levels {
 				for j, lg := range d.Factors[g].Levels {
 					if v := 2 * a.At(start[f]+i, start[g]+j); v != 0 {
-						keys = append(keys, QuoteString(lf+"\t"+lg))
+						keys = append(keys, dag.QuoteString(lf+"\t"+lg))
 						vals = append(vals, v)
 					}
 				}
@@ -532,7 +535,7 @@ func (d Design) leverageTerms(a interface{ At(i, j int) float64 }) []string {
 }
 
 // ParseMeats turns the second-pass row into one targeted Meats per outcome.
-func (d Design) ParseMeats(row []float64, coef int) ([]*Meats, error) {
+func (d Design) ParseMeats(row []float64, coef int) ([]*stats.Meats, error) {
 	cols := d.MeatColumns()
 	if len(row) != len(cols) {
 		return nil, fmt.Errorf("parse design meats: %d values, want %d", len(row), len(cols))
@@ -542,9 +545,9 @@ func (d Design) ParseMeats(row []float64, coef int) ([]*Meats, error) {
 			return nil, fmt.Errorf("parse design meats: column %s is %v", cols[k], v)
 		}
 	}
-	out := make([]*Meats, len(d.Outcomes))
+	out := make([]*stats.Meats, len(d.Outcomes))
 	for k := range out {
-		out[k] = &Meats{N: row[0], MaxLeverage: row[1], Coefs: []int{coef}, V0: []float64{row[2+2*k]}, V3: []float64{row[3+2*k]}}
+		out[k] = &stats.Meats{N: row[0], MaxLeverage: row[1], Coefs: []int{coef}, V0: []float64{row[2+2*k]}, V3: []float64{row[3+2*k]}}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"gonum.org/v1/gonum/mat"
 )
@@ -61,10 +62,11 @@ func TestDesignColumns(t *testing.T) {
 	}
 }
 
-// TestDesignOnClickHouse runs both passes on ClickHouse 18.16 (nested
-// subqueries with SELECT *, expr and isFinite; a 50-regressor leverage
-// sum, deeper than max_ast_depth if written flat) and compares with the
-// QR reference computed from the rows in Go.
+// TestDesignOnClickHouse runs both passes on the test ClickHouse (26.9; the
+// project supports 24.8 and newer): nested subqueries with SELECT *, expr
+// and isFinite, and a 50-regressor leverage sum, deeper than max_ast_depth
+// if written flat; it compares with the QR reference computed from the rows
+// in Go.
 func TestDesignOnClickHouse(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -151,7 +153,7 @@ func TestDesignOnClickHouse(t *testing.T) {
 	if len(groups) != len(gl)*len(hl) {
 		t.Errorf("%d groups", len(groups))
 	}
-	stats, sums, err := d.AssembleSuffStats(groups)
+	suff, sums, err := d.AssembleSuffStats(groups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +163,12 @@ func TestDesignOnClickHouse(t *testing.T) {
 			positive++
 		}
 	}
-	if stats[0].N != n || sums[0] != positive {
-		t.Fatalf("pass 1 read %v rows (sum %v), want %d (%v)", stats[0].N, sums[0], n, positive)
+	if suff[0].N != n || sums[0] != positive {
+		t.Fatalf("pass 1 read %v rows (sum %v), want %d (%v)", suff[0].N, sums[0], n, positive)
 	}
-	var fits []*OLS
-	for _, s := range stats {
-		f, err := FitOLS(s, nil)
+	var fits []*stats.OLS
+	for _, s := range suff {
+		f, err := stats.FitOLS(s, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,15 +207,15 @@ func TestDesignOnClickHouse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rf, _ := FitOLS(rs, nil)
+	rf, _ := stats.FitOLS(rs, nil)
 	r2, _ := r.MeatSQL(rf, []int{coef})
 	rrow2, err := queryFloats(ctx, db, "regression pass 2", r2, len(r.MeatColumns([]int{coef})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rm, _ := r.ParseMeats(rrow2, []int{coef})
-	a, _ := rf.CoefSE(HC3, rm, coef)
-	b, _ := fits[0].CoefSE(HC3, meats[0], coef)
+	a, _ := rf.CoefSE(stats.HC3, rm, coef)
+	b, _ := fits[0].CoefSE(stats.HC3, meats[0], coef)
 	if rel(a, b) > 1e-9 {
 		t.Errorf("Regression se %v, Design se %v", a, b)
 	}
@@ -221,15 +223,15 @@ func TestDesignOnClickHouse(t *testing.T) {
 
 // checkAgainstRows compares fits and targeted meats with the QR reference
 // of the rows.
-func checkAgainstRows(t *testing.T, x *mat.Dense, ys [][]float64, fits []*OLS, meats []*Meats, coef int) {
+func checkAgainstRows(t *testing.T, x *mat.Dense, ys [][]float64, fits []*stats.OLS, meats []*stats.Meats, coef int) {
 	t.Helper()
 	for k, yy := range ys {
-		ref, refMeats, err := OLSRows(x, yy)
+		ref, refMeats, err := stats.OLSRows(x, yy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantSE, _ := ref.SE(HC3, refMeats.M3)
-		gotSE, err := fits[k].CoefSE(HC3, meats[k], coef)
+		wantSE, _ := ref.SE(stats.HC3, refMeats.M3)
+		gotSE, err := fits[k].CoefSE(stats.HC3, meats[k], coef)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,27 +1,28 @@
 // Package causal is the causal stage of tailcause: it says why the tail
 // latency of an LLM inference fleet broke, and where.
 //
-// The mathematical core is pure Go with no I/O:
+// The mathematical core is pure Go with no I/O, in packages of its own:
 //
-//   - the causal DAG (dag.go): nodes with a role, the SQL expression over
-//     the requests table that measures them, the taxonomy cause they stand
-//     for; the default DAG ships in schemas/dag/default.json ("default@1");
-//   - d-separation and minimum-cost backdoor adjustment sets, refusing when
-//     latent confounding leaves none (backdoor.go);
-//   - least squares from sufficient statistics with classical and
-//     HC0/HC1/HC3 robust standard errors (ols.go), and the ClickHouse SQL of
-//     the two aggregation passes that feed it (sql.go; design.go for several
-//     outcomes sharing one design, with placement fixed effects as factors):
-//     XᵀX, Xᵀy, yᵀy in one SELECT, then the meat sums from residuals and
-//     leverages;
-//   - per-cause estimators (estimate.go): linear-probability model of the
-//     tail indicator and log-latency model, effect in milliseconds,
-//     attributable fraction, counterfactual P99 under do(cause = normal);
-//   - Bayesian health per entity, an empirical-Bayes Beta-Binomial over peers
-//     (health.go);
-//   - breach detection: P99 with order-statistic confidence intervals, and
-//     change points of a P99 series to find where a breach began (breach.go);
-//   - the ranked-culprits document, v1 (culprits.go).
+//   - causal/dag: the causal DAG — nodes with a role, the SQL expression
+//     over the requests table that measures them, the taxonomy cause they
+//     stand for (the taxonomy itself is schemas.Causes); the default DAG
+//     ships in schemas/dag/default.json ("default@1") — d-separation, and
+//     minimum-cost backdoor adjustment sets, refusing when latent
+//     confounding leaves none;
+//   - causal/stats: least squares from sufficient statistics with classical
+//     and HC0/HC1/HC3 robust standard errors; the per-cause estimators
+//     (linear-probability model of the tail indicator and log-latency model,
+//     effect in milliseconds, attributable fraction, counterfactual P99
+//     under do(cause = normal)); Bayesian health per entity, an
+//     empirical-Bayes Beta-Binomial over peers; breach detection, P99 with
+//     order-statistic confidence intervals and change points of a P99 series
+//     to find where a breach began.
+//
+// This package holds the ClickHouse SQL of the two aggregation passes that
+// feed the fits (sql.go; design.go for several outcomes sharing one design,
+// with placement fixed effects as factors): XᵀX, Xᵀy, yᵀy in one SELECT,
+// then the meat sums from residuals and leverages; and the ranked-culprits
+// document, v1 (culprits.go).
 //
 // On top of it, talking to ClickHouse only through the small Querier and
 // Inserter interfaces (querier.go):
@@ -36,13 +37,15 @@
 //
 // Heavy aggregation happens in ClickHouse; functions here take small
 // aggregated inputs (sufficient statistics, meats, samples of the slowest
-// rows) and return small answers. Every generated query runs on ClickHouse
-// 18.16 (no JOIN, no JSONExtract, no toStartOfInterval, no DateTime64).
-// Manners follow gonum/stat: a nil options pointer means defaults, panics
-// are reserved for programmer errors, tests use seeded randomness. The
-// decisions are written down in DESIGN.md beside this file.
+// rows) and return small answers. Every generated query runs on the
+// supported servers, ClickHouse 24.8 and newer (the tests run 26.9); the
+// fits' two passes (Regression) keep to plain nested subqueries, which
+// testdata/sql_check.py also runs on SQLite. Manners follow gonum/stat: a
+// nil options pointer means defaults, panics are reserved for programmer
+// errors, tests use seeded randomness. The decisions are written down in
+// DESIGN.md beside this file.
 //
-// Reference values in testdata/ come from independent computations
-// (numpy/statsmodels/scipy); the scripts and the versions used sit next to
-// them.
+// Reference values in testdata/ (and causal/stats/testdata) come from
+// independent computations (numpy/statsmodels/scipy); the scripts and the
+// versions used sit next to them.
 package causal

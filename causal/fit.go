@@ -8,14 +8,18 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // fitResult is a fitted design: both models, their targeted meats (of
 // coefficient 1, the treatment) and the extra sums.
 type fitResult struct {
 	design Design
-	fits   []*OLS
-	meats  []*Meats
+	fits   []*cstats.OLS
+	meats  []*cstats.Meats
 	sums   []float64
 }
 
@@ -36,10 +40,10 @@ func (r *run) fitDesign(d Design) (*fitResult, error) {
 	if stats[0].N <= float64(d.P()) {
 		return nil, fmt.Errorf("%w: %v rows for %d regressors", errSkip, stats[0].N, d.P())
 	}
-	var fits []*OLS
+	var fits []*cstats.OLS
 	for attempt := 0; ; attempt++ {
-		f, err := FitOLS(stats[0], nil)
-		var ce *CollinearError
+		f, err := cstats.FitOLS(stats[0], nil)
+		var ce *cstats.CollinearError
 		if errors.As(err, &ce) && attempt < 4 {
 			names := d.ColumnNames()
 			drop := map[int]bool{}
@@ -74,7 +78,7 @@ func (r *run) fitDesign(d Design) (*fitResult, error) {
 		break
 	}
 	for _, s := range stats[1:] {
-		f, err := FitOLS(s, nil)
+		f, err := cstats.FitOLS(s, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errSkip, err)
 		}
@@ -104,13 +108,13 @@ func (r *run) fitDesign(d Design) (*fitResult, error) {
 
 // aliased returns the first of the collinear columns cols (all > 1) that is
 // no longer collinear once the treatment (column 1) is left out, or -1.
-func aliased(s *SuffStats, cols []int) int {
+func aliased(s *cstats.SuffStats, cols []int) int {
 	keep := []int{0}
 	for j := 2; j < s.P(); j++ {
 		keep = append(keep, j)
 	}
-	_, err := FitOLS(subStats(s, keep), nil)
-	var ce *CollinearError
+	_, err := cstats.FitOLS(subStats(s, keep), nil)
+	var ce *cstats.CollinearError
 	still := map[int]bool{}
 	if errors.As(err, &ce) {
 		for _, c := range ce.Columns {
@@ -137,8 +141,8 @@ func pick(s []string, keep []int) []string {
 }
 
 // subStats restricts statistics to the regressors keep.
-func subStats(s *SuffStats, keep []int) *SuffStats {
-	out := NewSuffStats(len(keep), pick(s.Names, keep))
+func subStats(s *cstats.SuffStats, keep []int) *cstats.SuffStats {
+	out := cstats.NewSuffStats(len(keep), pick(s.Names, keep))
 	out.N, out.YtY = s.N, s.YtY
 	for i, a := range keep {
 		for j := i; j < len(keep); j++ {
@@ -153,7 +157,7 @@ func subStats(s *SuffStats, keep []int) *SuffStats {
 // entity with at least MinEntityRows pooled rows, largest first, the
 // largest (the reference) left out, at most MaxEntities. exclude is left
 // out as well (the caller adds its own column).
-func (r *run) fixedEffects(n Node, exclude ...string) (Factor, error) {
+func (r *run) fixedEffects(n dag.Node, exclude ...string) (Factor, error) {
 	set, ok := r.entitySet(n)
 	if !ok {
 		return Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
@@ -194,7 +198,7 @@ func (r *run) fixedEffects(n Node, exclude ...string) (Factor, error) {
 	return f, nil
 }
 
-func (r *run) entitySet(n Node) (map[string]*entityStats, bool) {
+func (r *run) entitySet(n dag.Node) (map[string]*entityStats, bool) {
 	switch n.Name {
 	case "engine":
 		return r.engines, true
@@ -266,7 +270,7 @@ func (r *run) estimate(c *causeRun) error {
 	if nw <= 0 {
 		return fmt.Errorf("%w: no window rows with finite %s", errSkip, c.node.Name)
 	}
-	in := CauseInput{
+	in := cstats.CauseInput{
 		LPM: fr.fits[0], Log: fr.fits[1], LPMMeats: fr.meats[0], LogMeats: fr.meats[1], Treatment: 1,
 		Delta: 1, MeanDelta: fr.sums[2] / nw, TailRate: fr.sums[1] / nw, N: nw,
 		AffectedMS: c.affectedMS,
@@ -281,8 +285,8 @@ func (r *run) estimate(c *causeRun) error {
 	return r.finishEstimate(c, fr, in)
 }
 
-func (r *run) finishEstimate(c *causeRun, fr *fitResult, in CauseInput) error {
-	est, err := EstimateCause(in)
+func (r *run) finishEstimate(c *causeRun, fr *fitResult, in cstats.CauseInput) error {
+	est, err := cstats.EstimateCause(in)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSkip, err)
 	}
@@ -310,7 +314,7 @@ func guard(expr string) string {
 // its own baseline, adjusted for every mechanism's treatment; without a
 // baseline it is the entity's level against its peers, adjusted likewise.
 func (r *run) examineDegraded() error {
-	if !r.wants(CauseEntityDegraded) {
+	if !r.wants(schemas.CauseEntityDegraded) {
 		return nil
 	}
 	var mechRegs, mechNames []string
@@ -324,7 +328,7 @@ func (r *run) examineDegraded() error {
 	engNode, okE := r.a.dag.Node("engine")
 	gpuNode, okG := r.a.dag.Node("gpu")
 	type cand struct {
-		node Node
+		node dag.Node
 		es   *entityStats
 		kind string
 		host *degradedHost // kindHost
@@ -368,13 +372,13 @@ func (r *run) examineDegraded() error {
 	for _, cd := range cands {
 		n := cd.node
 		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: cd.kind, col: -1}
-		c.cand = Candidate{Cause: CauseEntityDegraded, Node: n.Name}
+		c.cand = Candidate{Cause: schemas.CauseEntityDegraded, Node: n.Name}
 		r.degraded = append(r.degraded, c)
 		// A host is one indicator against the engine fixed effects of the
 		// other hosts' engines: the shared effect of its engines.
 		ind, label, exclude := n.Indicator(cd.es.key), n.Name+"="+cd.es.key, []string{cd.es.key}
 		if cd.kind == kindHost {
-			ind, label, exclude = "toFloat64(host = "+QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.host.engines
+			ind, label, exclude = "toFloat64(host = "+dag.QuoteString(cd.es.key)+")", "host="+cd.es.key, cd.host.engines
 		}
 		regs := []string{"1"}
 		names := []string{"intercept"}
@@ -421,7 +425,7 @@ func (r *run) examineDegraded() error {
 			return fmt.Errorf("examine %s %s: %w", n.Name, cd.es.key, err)
 		}
 		nw := fr.sums[0]
-		in := CauseInput{
+		in := cstats.CauseInput{
 			LPM: fr.fits[0], Log: fr.fits[1], LPMMeats: fr.meats[0], LogMeats: fr.meats[1], Treatment: 1,
 			Delta: 1, MeanDelta: fr.sums[2] / nw, TailRate: fr.sums[1] / nw, N: nw,
 			AffectedMS: cd.es.p99w,
@@ -473,7 +477,7 @@ func (r *run) soleHost() (degradedHost, bool) {
 	if host == "" || es == nil || es.nw < float64(r.cfg.MinEntityRows) || es.nb < float64(r.cfg.MinEntityRows) {
 		return degradedHost{}, false
 	}
-	hs, err := Health([]EntityCounts{{Key: "window", Tail: es.nwTail, N: es.nw}, {Key: "baseline", Tail: es.nbTail, N: es.nb}}, nil)
+	hs, err := cstats.Health([]cstats.EntityCounts{{Key: "window", Tail: es.nwTail, N: es.nw}, {Key: "baseline", Tail: es.nbTail, N: es.nb}}, nil)
 	if err != nil || len(hs) == 0 {
 		return degradedHost{}, false
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // Incident lifecycle states, as the incidents table's status column holds
@@ -136,7 +138,7 @@ func LoadIncidents(ctx context.Context, db Querier, state string) ([]IncidentRec
 FROM incidents
 GROUP BY incident_id`
 	if state != "" {
-		q += "\nHAVING toString(argMax(status, version)) = " + QuoteString(state)
+		q += "\nHAVING toString(argMax(status, version)) = " + dag.QuoteString(state)
 	}
 	q += "\nORDER BY incident_id"
 	var out []IncidentRecord

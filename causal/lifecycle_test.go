@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestLifecycleConfigValidate(t *testing.T) {
@@ -114,7 +116,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tops) == 0 || tops[0] != string(CauseKVPreemption) || !containsString(tops, string(CauseThermalThrottle)) {
+	if len(tops) == 0 || tops[0] != string(schemas.CauseKVPreemption) || !containsString(tops, string(schemas.CauseThermalThrottle)) {
 		t.Errorf("top causes by version %v", tops)
 	}
 	for _, rec := range recs {
@@ -125,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("incident id %q", rec.Incident.IncidentID)
 		}
 		var culpritRows float64
-		err = queryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+QuoteString(rec.Incident.IncidentID), func(r Rows) error {
+		err = queryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+dag.QuoteString(rec.Incident.IncidentID), func(r Rows) error {
 			return r.Scan(&culpritRows)
 		})
 		if err != nil || culpritRows < 1 {
@@ -151,7 +153,7 @@ func TestLifecycleHysteresis(t *testing.T) {
 			Window: window(0, time.Minute), Baseline: window(0, 0), Method: Method{Estimator: Estimator, DAG: "default@1", Version: "test"},
 			Culprits: []Culprit{{Rank: 1, Cause: c, Entity: Entity{Pod: "a"}, AdjustedFor: []string{}, Evidence: []string{}, ExemplarTraceIDs: []string{}}}}}
 	}
-	kv, q := CauseKVPreemption, CauseQueueSaturation
+	kv, q := schemas.CauseKVPreemption, schemas.CauseQueueSaturation
 	var kinds []string
 	for _, c := range []Cause{kv, q, kv, q, kv, q, q, q} {
 		tr, err := lc.apply(context.Background(), "k", doc(c), synthStart)

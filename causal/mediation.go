@@ -3,6 +3,9 @@ package causal
 import (
 	"fmt"
 	"math"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
 )
 
 // MediatedShare is how much of a downstream culprit's exposure shift its
@@ -117,7 +120,7 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 	if stats[0].N <= float64(d.P())+10 || sums[0] == 0 || sums[3] == 0 {
 		return share, mWin, mBase, fmt.Errorf("%v rows", stats[0].N)
 	}
-	f, err := FitOLS(stats[0], nil)
+	f, err := cstats.FitOLS(stats[0], nil)
 	if err != nil {
 		return share, mWin, mBase, err
 	}
@@ -209,11 +212,11 @@ FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
 func entityWhere(e Entity) string {
 	switch {
 	case e.GPU != "":
-		return " AND gpu = " + QuoteString(e.GPU)
+		return " AND gpu = " + dag.QuoteString(e.GPU)
 	case e.Pod != "" || e.Engine != "":
-		return " AND host = " + QuoteString(e.Host) + " AND pod = " + QuoteString(e.Pod) + " AND engine = " + QuoteString(e.Engine)
+		return " AND host = " + dag.QuoteString(e.Host) + " AND pod = " + dag.QuoteString(e.Pod) + " AND engine = " + dag.QuoteString(e.Engine)
 	case e.Host != "":
-		return " AND host = " + QuoteString(e.Host)
+		return " AND host = " + dag.QuoteString(e.Host)
 	}
 	return ""
 }

@@ -3,10 +3,14 @@ package causal
 import (
 	"strings"
 	"testing"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestOrderByMechanism(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,57 +40,57 @@ func TestOrderByMechanism(t *testing.T) {
 		want  []Cause
 	}{
 		{"scope-wide prompt mix outranks the prefill load it drives",
-			[]Culprit{{Cause: CausePrefillInterference, Entity: scope}, {Cause: CauseLongPrompts, Entity: scope}},
+			[]Culprit{{Cause: schemas.CausePrefillInterference, Entity: scope}, {Cause: schemas.CauseLongPrompts, Entity: scope}},
 			[]string{"prefill_load", "prompt_mix"},
-			[]Cause{CauseLongPrompts, CausePrefillInterference}},
+			[]Cause{schemas.CauseLongPrompts, schemas.CausePrefillInterference}},
 		{"a mix localized to one engine is routing: the engine mechanism stays first",
-			[]Culprit{{Cause: CauseLongPrompts, Entity: eng}, {Cause: CausePrefillInterference, Entity: eng}},
+			[]Culprit{{Cause: schemas.CauseLongPrompts, Entity: eng}, {Cause: schemas.CausePrefillInterference, Entity: eng}},
 			[]string{"prompt_mix", "prefill_load"},
-			[]Cause{CausePrefillInterference, CauseLongPrompts}},
+			[]Cause{schemas.CausePrefillInterference, schemas.CauseLongPrompts}},
 		{"entity.degraded below a measured mechanism on the same GPU",
-			[]Culprit{{Cause: CauseEntityDegraded, Entity: eng}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: eng}, {Cause: schemas.CauseMemoryBandwidth, Entity: gpu}},
 			[]string{"engine", "dram_active"},
-			[]Cause{CauseMemoryBandwidth, CauseEntityDegraded}},
+			[]Cause{schemas.CauseMemoryBandwidth, schemas.CauseEntityDegraded}},
 		{"a queue upstream of the prefill load it feeds comes first when more work arrived",
-			[]Culprit{{Cause: CausePrefillInterference, Entity: eng}, {Cause: CauseQueueSaturation, Entity: eng}},
+			[]Culprit{{Cause: schemas.CausePrefillInterference, Entity: eng}, {Cause: schemas.CauseQueueSaturation, Entity: eng}},
 			[]string{"prefill_load", "in_system"},
-			[]Cause{CauseQueueSaturation, CausePrefillInterference}},
+			[]Cause{schemas.CauseQueueSaturation, schemas.CausePrefillInterference}},
 		{"a queue that is a symptom ranks below the prefill load on its engine, upstream or not",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CausePrefillInterference, Entity: eng}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CausePrefillInterference, Entity: eng}},
 			[]string{"in_system!", "prefill_load"},
-			[]Cause{CausePrefillInterference, CauseQueueSaturation}},
+			[]Cause{schemas.CausePrefillInterference, schemas.CauseQueueSaturation}},
 		{"a symptom ranks below entity.degraded on its engine",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseEntityDegraded, Entity: eng}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CauseEntityDegraded, Entity: eng}},
 			[]string{"in_system!", "engine"},
-			[]Cause{CauseEntityDegraded, CauseQueueSaturation}},
+			[]Cause{schemas.CauseEntityDegraded, schemas.CauseQueueSaturation}},
 		{"a symptom ranks below a GPU culprit under its engine",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CauseMemoryBandwidth, Entity: gpu}},
 			[]string{"in_system!", "dram_active"},
-			[]Cause{CauseMemoryBandwidth, CauseQueueSaturation}},
+			[]Cause{schemas.CauseMemoryBandwidth, schemas.CauseQueueSaturation}},
 		{"a symptom ranks below a GPU culprit on its host (a tensor-parallel engine names no GPU)",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: Entity{Host: "h", Engine: "0", Pod: "p", Model: "m"}}, {Cause: CausePowerCap, Entity: gpu}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: Entity{Host: "h", Engine: "0", Pod: "p", Model: "m"}}, {Cause: schemas.CausePowerCap, Entity: gpu}},
 			[]string{"in_system!", "power_cap"},
-			[]Cause{CausePowerCap, CauseQueueSaturation}},
+			[]Cause{schemas.CausePowerCap, schemas.CauseQueueSaturation}},
 		{"a symptom keeps its place before a culprit elsewhere",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
 			[]string{"in_system!", "thermal_throttle"},
-			[]Cause{CauseQueueSaturation, CauseThermalThrottle}},
+			[]Cause{schemas.CauseQueueSaturation, schemas.CauseThermalThrottle}},
 		{"a degraded host ranks below a measured mechanism on one of its GPUs",
-			[]Culprit{{Cause: CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: CauseMemoryBandwidth, Entity: gpu}},
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: schemas.CauseMemoryBandwidth, Entity: gpu}},
 			[]string{"engine", "dram_active"},
-			[]Cause{CauseMemoryBandwidth, CauseEntityDegraded}},
+			[]Cause{schemas.CauseMemoryBandwidth, schemas.CauseEntityDegraded}},
 		{"a symptom on an engine ranks below its degraded host",
-			[]Culprit{{Cause: CauseQueueSaturation, Entity: eng}, {Cause: CauseEntityDegraded, Entity: Entity{Host: "h"}}},
+			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}},
 			[]string{"in_system!", "engine"},
-			[]Cause{CauseEntityDegraded, CauseQueueSaturation}},
+			[]Cause{schemas.CauseEntityDegraded, schemas.CauseQueueSaturation}},
 		{"a degraded host keeps its place before a culprit on another host",
-			[]Culprit{{Cause: CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
 			[]string{"engine", "thermal_throttle"},
-			[]Cause{CauseEntityDegraded, CauseThermalThrottle}},
+			[]Cause{schemas.CauseEntityDegraded, schemas.CauseThermalThrottle}},
 		{"unrelated culprits keep their order",
-			[]Culprit{{Cause: CauseThermalThrottle, Entity: gpu}, {Cause: CauseLongOutputs, Entity: scope}},
+			[]Culprit{{Cause: schemas.CauseThermalThrottle, Entity: gpu}, {Cause: schemas.CauseLongOutputs, Entity: scope}},
 			[]string{"thermal_throttle", "output_mix"},
-			[]Cause{CauseThermalThrottle, CauseLongOutputs}},
+			[]Cause{schemas.CauseThermalThrottle, schemas.CauseLongOutputs}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]Culprit(nil), tc.in...)
@@ -109,14 +113,14 @@ func TestOrderByMechanism(t *testing.T) {
 func TestDedupeCulpritsKeepsTheWinnersCandidate(t *testing.T) {
 	scope := Entity{Model: "m"}
 	cands := []Candidate{
-		{Cause: CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true},
-		{Cause: CauseLongPrompts, Entity: scope, Node: "prompt_tokens", Culprit: true},
+		{Cause: schemas.CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true},
+		{Cause: schemas.CauseLongPrompts, Entity: scope, Node: "prompt_tokens", Culprit: true},
 	}
 	cands[0].Estimate.Attributed.Value = 0.551234567
 	cands[1].Estimate.Attributed.Value = 0.3
 	cs := []Culprit{
-		{Cause: CauseLongPrompts, Entity: scope, AttributableFraction: round(0.551234567, 4)},
-		{Cause: CauseLongPrompts, Entity: scope, AttributableFraction: 0.3},
+		{Cause: schemas.CauseLongPrompts, Entity: scope, AttributableFraction: round(0.551234567, 4)},
+		{Cause: schemas.CauseLongPrompts, Entity: scope, AttributableFraction: 0.3},
 	}
 	got := dedupeCulprits(cs, cands)
 	if len(got) != 1 || got[0].Rank != 1 || !cands[0].Culprit || cands[1].Culprit {
@@ -128,17 +132,17 @@ func TestDedupeCulpritsKeepsTheWinnersCandidate(t *testing.T) {
 // mediator's still ranks first when its shift explains the mediator's
 // (mediates); otherwise the order stays.
 func TestOrderByMechanismMediated(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	scope := Entity{Model: "m"}
-	in := []Culprit{{Cause: CausePrefixMiss, Entity: scope, AttributableFraction: 0.9}, {Cause: CauseLongPrompts, Entity: scope, AttributableFraction: 0.2}}
-	cs := []Candidate{{Cause: CausePrefixMiss, Entity: scope, Node: "prefix_miss", Culprit: true}, {Cause: CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true}}
+	in := []Culprit{{Cause: schemas.CausePrefixMiss, Entity: scope, AttributableFraction: 0.9}, {Cause: schemas.CauseLongPrompts, Entity: scope, AttributableFraction: 0.2}}
+	cs := []Candidate{{Cause: schemas.CausePrefixMiss, Entity: scope, Node: "prefix_miss", Culprit: true}, {Cause: schemas.CauseLongPrompts, Entity: scope, Node: "prompt_mix", Culprit: true}}
 	for _, tc := range []struct {
 		mediated bool
 		want     Cause
-	}{{true, CauseLongPrompts}, {false, CausePrefixMiss}} {
+	}{{true, schemas.CauseLongPrompts}, {false, schemas.CausePrefixMiss}} {
 		var asked []string
 		med := func(up, down string, _, _ Culprit) bool {
 			asked = append(asked, up+"→"+down)
@@ -180,8 +184,8 @@ func TestPeerDemand(t *testing.T) {
 func TestFocusScopeWideFirst(t *testing.T) {
 	pod := Entity{Host: "h1", Engine: "0", Pod: "p1", Model: "m"}
 	scope := Entity{Model: "m"}
-	af := func(v, lo float64) CauseEstimate {
-		return CauseEstimate{Attributed: Fraction{Value: v, CI: [2]float64{lo, 2*v - lo}}}
+	af := func(v, lo float64) stats.CauseEstimate {
+		return stats.CauseEstimate{Attributed: stats.Fraction{Value: v, CI: [2]float64{lo, 2*v - lo}}}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -192,22 +196,22 @@ func TestFocusScopeWideFirst(t *testing.T) {
 		wideLow   float64
 		want      bool
 	}{
-		{"larger than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.74, 0.55, true},
-		{"smaller than an unexplained slowdown", CauseEntityDegraded, 0.56, false, 0.50, 0.40, false},
-		{"near-equal to a measured mechanism", CauseKVPreemption, 0.080, false, 0.084, 0.071, false},
-		{"far above a measured mechanism", CausePCIeContention, 0.20, false, 0.35, 0.25, false},
-		{"only a symptom on the entity", CauseQueueSaturation, 0.40, true, 0.30, 0.20, true},
+		{"larger than an unexplained slowdown", schemas.CauseEntityDegraded, 0.56, false, 0.74, 0.55, true},
+		{"smaller than an unexplained slowdown", schemas.CauseEntityDegraded, 0.56, false, 0.50, 0.40, false},
+		{"near-equal to a measured mechanism", schemas.CauseKVPreemption, 0.080, false, 0.084, 0.071, false},
+		{"far above a measured mechanism", schemas.CausePCIeContention, 0.20, false, 0.35, 0.25, false},
+		{"only a symptom on the entity", schemas.CauseQueueSaturation, 0.40, true, 0.30, 0.20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := []Culprit{
 				{Rank: 1, Cause: tc.onCause, Entity: pod, AttributableFraction: tc.onAF},
-				{Rank: 2, Cause: CausePrefixMiss, Entity: scope, AttributableFraction: tc.wideAF},
-				{Rank: 3, Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, AttributableFraction: 0.9},
+				{Rank: 2, Cause: schemas.CausePrefixMiss, Entity: scope, AttributableFraction: tc.wideAF},
+				{Rank: 3, Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, AttributableFraction: 0.9},
 			}
 			cands := []Candidate{
 				{Cause: tc.onCause, Entity: pod, Culprit: true, Symptom: tc.onSymptom, Estimate: af(tc.onAF, tc.onAF/2)},
-				{Cause: CausePrefixMiss, Entity: scope, Culprit: true, Estimate: af(tc.wideAF, tc.wideLow)},
-				{Cause: CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, Culprit: true, Estimate: af(0.9, 0.8)},
+				{Cause: schemas.CausePrefixMiss, Entity: scope, Culprit: true, Estimate: af(tc.wideAF, tc.wideLow)},
+				{Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "g9"}, Culprit: true, Estimate: af(0.9, 0.8)},
 			}
 			if got := scopeWideFirst(cs, cands, pod); got != tc.want {
 				t.Fatalf("scopeWideFirst %v, want %v", got, tc.want)
@@ -217,11 +221,11 @@ func TestFocusScopeWideFirst(t *testing.T) {
 			// another entity (the GPU on h2) goes after them.
 			in := []Culprit{cs[2], cs[1], cs[0]}
 			got := focusCulprits(append([]Culprit(nil), in...), cands, pod)
-			if tc.want && got[len(got)-1].Cause != CauseThermalThrottle {
+			if tc.want && got[len(got)-1].Cause != schemas.CauseThermalThrottle {
 				t.Errorf("order %v: the other entity's culprit not last", got)
 			}
 			first := got[0].Cause
-			if tc.want && first != CausePrefixMiss || !tc.want && first != tc.onCause {
+			if tc.want && first != schemas.CausePrefixMiss || !tc.want && first != tc.onCause {
 				t.Errorf("order %v: first %s", got, first)
 			}
 			for i, c := range got {
@@ -236,23 +240,23 @@ func TestFocusScopeWideFirst(t *testing.T) {
 // KV pressure ranks before the prefix-cache misses on its engine when
 // evicts says they are its evictions; otherwise the order stays.
 func TestOrderByMechanismEvictions(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := Entity{Host: "h", Engine: "0", Pod: "p", Model: "m"}
-	in := []Culprit{{Cause: CausePrefixMiss, Entity: pod, AttributableFraction: 0.99}, {Cause: CauseKVPreemption, Entity: pod, AttributableFraction: 0.9}}
-	cs := []Candidate{{Cause: CausePrefixMiss, Entity: pod, Node: "prefix_miss", Culprit: true}, {Cause: CauseKVPreemption, Entity: pod, Node: "kv_usage", Culprit: true}}
+	in := []Culprit{{Cause: schemas.CausePrefixMiss, Entity: pod, AttributableFraction: 0.99}, {Cause: schemas.CauseKVPreemption, Entity: pod, AttributableFraction: 0.9}}
+	cs := []Candidate{{Cause: schemas.CausePrefixMiss, Entity: pod, Node: "prefix_miss", Culprit: true}, {Cause: schemas.CauseKVPreemption, Entity: pod, Node: "kv_usage", Culprit: true}}
 	for _, evicted := range []bool{true, false} {
 		got := orderByMechanism(g, append([]Culprit(nil), in...), cs, nil, func(kv, prefix Culprit) bool {
-			if kv.Cause != CauseKVPreemption || prefix.Cause != CausePrefixMiss {
+			if kv.Cause != schemas.CauseKVPreemption || prefix.Cause != schemas.CausePrefixMiss {
 				t.Errorf("evicts(%s, %s)", kv.Cause, prefix.Cause)
 			}
 			return evicted
 		})
-		want := CausePrefixMiss
+		want := schemas.CausePrefixMiss
 		if evicted {
-			want = CauseKVPreemption
+			want = schemas.CauseKVPreemption
 		}
 		if got[0].Cause != want || got[0].Rank != 1 {
 			t.Errorf("evicted %v: first %s (rank %d), want %s", evicted, got[0].Cause, got[0].Rank, want)
@@ -269,14 +273,14 @@ func TestCredibleCulprit(t *testing.T) {
 		cause    Cause
 		enriched bool
 		want     bool
-	}{{CauseMemoryBandwidth, false, false}, {CauseMemoryBandwidth, true, true}, {CauseEntityDegraded, false, true}} {
+	}{{schemas.CauseMemoryBandwidth, false, false}, {schemas.CauseMemoryBandwidth, true, true}, {schemas.CauseEntityDegraded, false, true}} {
 		c := Culprit{Cause: tc.cause, Entity: host}
 		cands := []Candidate{{Cause: tc.cause, Entity: host, Culprit: true, TailEnriched: tc.enriched}}
 		if got := credible(c, cands); got != tc.want {
 			t.Errorf("%s enriched %v: credible %v, want %v", tc.cause, tc.enriched, got, tc.want)
 		}
 	}
-	if credible(Culprit{Cause: CauseKVPreemption, Entity: host}, nil) {
+	if credible(Culprit{Cause: schemas.CauseKVPreemption, Entity: host}, nil) {
 		t.Error("a culprit without its candidate is credible")
 	}
 }

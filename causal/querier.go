@@ -30,8 +30,8 @@ type QueryFunc func(ctx context.Context, query string) (Rows, error)
 // Query calls f.
 func (f QueryFunc) Query(ctx context.Context, query string) (Rows, error) { return f(ctx, query) }
 
-// Inserter writes rows into a table, naming the columns (ClickHouse 18.16
-// requires the column list). It returns after the server acknowledged them.
+// Inserter writes rows into a table, naming the columns the rows hold. It
+// returns after the server acknowledged them.
 type Inserter interface {
 	Insert(ctx context.Context, table string, columns []string, rows [][]any) error
 }

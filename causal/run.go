@@ -8,6 +8,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // run is the state of one Analyze call.
@@ -17,7 +21,7 @@ type run struct {
 	ctx context.Context
 	req Request
 
-	outcome Node
+	outcome dag.Node
 	y       string // Float64 SQL of the outcome
 	q       float64
 	scope   string // SQL boolean of the scope
@@ -27,8 +31,8 @@ type run struct {
 	baseSource string
 
 	nWin, nBase   int
-	winQ, baseQ   QuantileCI
-	breach        Breach
+	winQ, baseQ   stats.QuantileCI
+	breach        stats.Breach
 	tailT         float64
 	nWinTail      float64
 	insufficient  bool
@@ -98,7 +102,7 @@ func (a *Analyzer) newRun(ctx context.Context, req Request) (*run, error) {
 	sort.Strings(keys)
 	conds := []string{}
 	for _, k := range keys {
-		conds = append(conds, k+" = "+QuoteString(slo.Scope[k]))
+		conds = append(conds, k+" = "+dag.QuoteString(slo.Scope[k]))
 	}
 	r.outcome = out
 	r.y = out.Covariate()
@@ -168,7 +172,7 @@ func (r *run) pooledWhere() string {
 	return r.whereIn(r.win, *r.base)
 }
 
-func (r *run) tailExpr() string { return "toFloat64(" + r.y + " > " + FormatFloat(r.tailT) + ")" }
+func (r *run) tailExpr() string { return "toFloat64(" + r.y + " > " + dag.FormatFloat(r.tailT) + ")" }
 func (r *run) logExpr() string  { return "log(greatest(" + r.y + ", 0.001))" }
 
 // --- queries ---------------------------------------------------------------
@@ -226,10 +230,10 @@ func (r *run) count(where string) (int, error) {
 // quantile computes the SLO quantile of n rows with its interval from the
 // n−l+1 slowest (ORDER BY … DESC LIMIT), the order-statistic convention of
 // QuantileRanks (quantileExact's rank convention differs).
-func (r *run) quantile(where string, n int) (QuantileCI, error) {
-	l, _, err := QuantileRanks(n, r.q, r.cfg.Level)
+func (r *run) quantile(where string, n int) (stats.QuantileCI, error) {
+	l, _, err := stats.QuantileRanks(n, r.q, r.cfg.Level)
 	if err != nil {
-		return QuantileCI{}, err
+		return stats.QuantileCI{}, err
 	}
 	m := n - l + 1
 	vals := make([]float64, 0, m)
@@ -243,9 +247,9 @@ func (r *run) quantile(where string, n int) (QuantileCI, error) {
 		return nil
 	})
 	if err != nil {
-		return QuantileCI{}, err
+		return stats.QuantileCI{}, err
 	}
-	return QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
+	return stats.QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
 }
 
 // --- the analysis ------------------------------------------------------------
@@ -258,7 +262,7 @@ func (r *run) analyze() error {
 	if r.nWin, err = r.count(r.winWhere()); err != nil {
 		return err
 	}
-	minN := max(r.cfg.MinRequests, MinSampleSize(r.q, r.cfg.Level))
+	minN := max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level))
 	if r.nWin < minN {
 		r.note("%d requests in the window, fewer than the %d needed to judge the %v-quantile", r.nWin, minN, r.q)
 		r.insufficient = true
@@ -271,7 +275,7 @@ func (r *run) analyze() error {
 		if r.nBase, err = r.count(r.whereIn(*r.base)); err != nil {
 			return err
 		}
-		if r.nBase >= max(r.cfg.MinBaselineRequests, MinSampleSize(r.q, r.cfg.Level)) {
+		if r.nBase >= max(r.cfg.MinBaselineRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
 			if r.baseQ, err = r.quantile(r.whereIn(*r.base), r.nBase); err != nil {
 				return err
 			}
@@ -281,25 +285,25 @@ func (r *run) analyze() error {
 		}
 	}
 	if f := r.req.Focus; f != nil {
-		r.breach = Breach{Breached: true, Reasons: []string{f.Level}}
+		r.breach = stats.Breach{Breached: true, Reasons: []string{f.Level}}
 		r.tailT = f.TailThresholdMS
 		if r.base != nil {
 			r.tailT = r.baseQ.Estimate
 		}
 		return r.attribute()
 	}
-	var baseCI *QuantileCI
+	var baseCI *stats.QuantileCI
 	if r.base != nil {
 		baseCI = &r.baseQ
 	}
-	b := DetectBreach(r.winQ, baseCI, &BreachConfig{ThresholdMS: r.req.SLO.ThresholdMS, MinRelIncrease: r.relIncrease()})
+	b := stats.DetectBreach(r.winQ, baseCI, &stats.BreachConfig{ThresholdMS: r.req.SLO.ThresholdMS, MinRelIncrease: r.relIncrease()})
 	// With an SLO threshold the threshold decides (it is the team's
 	// definition of broken); the baseline rule decides only without one.
 	rule := "baseline"
 	if r.req.SLO.ThresholdMS > 0 {
 		rule = "slo"
 	}
-	r.breach = Breach{Reasons: b.Reasons}
+	r.breach = stats.Breach{Reasons: b.Reasons}
 	for _, why := range b.Reasons {
 		if why == rule {
 			r.breach.Breached = true
@@ -400,7 +404,7 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 	if err != nil || len(series) == 0 {
 		return start, end, false, err
 	}
-	i, j, ok := BreachStretch(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	i, j, ok := stats.BreachStretch(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
 	if !ok || !starts[i].After(r.win.Start) {
 		return start, end, false, nil
 	}
@@ -418,7 +422,7 @@ func (r *run) breachRecovery() (time.Time, bool, error) {
 	if err != nil || len(series) == 0 {
 		return time.Time{}, false, err
 	}
-	i, ok := BreachRecovery(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
+	i, ok := stats.BreachRecovery(series, math.Log1p(math.Max(r.cfg.MinRelIncrease, 0.05)), nil)
 	if !ok || !starts[i].After(r.win.Start) {
 		return time.Time{}, false, nil
 	}
@@ -445,7 +449,7 @@ func (r *run) quantileSeries() ([]float64, []time.Time, error) {
 	w = max(w.Round(time.Second), 10*time.Second)
 	const minBucketRows = 50
 	q := fmt.Sprintf(`SELECT toFloat64(intDiv(start_ns, %d)) AS tc_b, toFloat64(count()), toFloat64(quantileExact(%s)(%s))
-FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), FormatFloat(r.q), r.y, r.table(), r.winWhere())
+FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), dag.FormatFloat(r.q), r.y, r.table(), r.winWhere())
 	var series []float64
 	var starts []time.Time
 	err = r.query("quantile series", q, func(rows Rows) error {
@@ -641,7 +645,7 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     explains at least part of it.
 //
 // Ranks are renumbered; the order is otherwise kept.
-func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool, evicts func(kv, prefix Culprit) bool) []Culprit {
+func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func(upNode, downNode string, up, down Culprit) bool, evicts func(kv, prefix Culprit) bool) []Culprit {
 	if len(cs) < 2 {
 		return cs
 	}
@@ -690,13 +694,13 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upN
 			return symptom[i] // the symptom last, whatever the other rules say
 		}
 		switch {
-		case a.Cause == CauseEntityDegraded && b.Cause != CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
+		case a.Cause == schemas.CauseEntityDegraded && b.Cause != schemas.CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first
-		case a.Cause == CausePrefixMiss && b.Cause == CauseKVPreemption && sameReach(a.Entity, b.Entity) && evicts != nil && evicts(b, a):
+		case a.Cause == schemas.CausePrefixMiss && b.Cause == schemas.CauseKVPreemption && sameReach(a.Entity, b.Entity) && evicts != nil && evicts(b, a):
 			return true // a full cache evicts the cached prefixes: the misses are the KV fault's
-		case b.Cause != CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
+		case b.Cause != schemas.CauseEntityDegraded && !(workload(b) && localized(b.Entity)) && sameReach(a.Entity, b.Entity) && descends(g, nodes[j], nodes[i]) &&
 			(b.AttributableFraction >= 0.3*a.AttributableFraction || mediates != nil && mediates(nodes[j], nodes[i], b, a)):
 			// Upstream first: b's mechanism drives a's. b's share of the
 			// tail is its total effect, through a included: when it is
@@ -733,7 +737,7 @@ func orderByMechanism(g *DAG, cs []Culprit, cands []Candidate, mediates func(upN
 }
 
 // descends reports whether node b is a descendant of node a in g.
-func descends(g *DAG, a, b string) bool {
+func descends(g *dag.DAG, a, b string) bool {
 	seen := map[string]bool{}
 	stack := []string{a}
 	for len(stack) > 0 {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // Session is a connection of its own to the store (Sessioner): the
@@ -199,7 +201,7 @@ func (a *Analyzer) snapshotColumns(y string) []string {
 	cols := []string{"uid", "trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service"}
 	cols = append(cols, scopeColumns...)
 	for _, n := range a.dag.Nodes() {
-		if n.Latent || n.Role == RoleOutcome {
+		if n.Latent || n.Role == dag.RoleOutcome {
 			continue
 		}
 		cols = append(cols, n.Columns...)

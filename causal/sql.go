@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // Regression is a least-squares problem whose rows live in ClickHouse: the
@@ -15,11 +18,12 @@ import (
 // FitOLS the second pass (MeatSQL) aggregates the robust-covariance meats
 // from the residuals. Both passes read exactly the same rows.
 //
-// The generated SQL uses only what ClickHouse 18.16 offers: nested
-// subqueries in FROM, toFloat64, count, sum, max, isFinite; no JOIN, and no
-// alias is used in the SELECT list that defines it (each level reads only
-// the columns of the level below), so the text is plain standard SQL apart
-// from those function names.
+// The generated SQL keeps to a small core: nested subqueries in FROM,
+// toFloat64, count, sum, max, isFinite; no JOIN, and no alias is used in the
+// SELECT list that defines it (each level reads only the columns of the
+// level below), so the text is plain standard SQL apart from those function
+// names (testdata/sql_check.py runs the goldens on SQLite). It runs on every
+// supported server, ClickHouse 24.8 and newer (the tests use 26.9).
 type Regression struct {
 	Table      string   // table name, or a parenthesised subquery
 	Where      string   // SQL boolean over the table; empty means all rows
@@ -123,7 +127,7 @@ func (r Regression) SuffStatsSQL() (string, error) {
 
 // ParseSuffStats turns the first-pass result row (values in the order of
 // SuffStatsColumns) into SuffStats.
-func (r Regression) ParseSuffStats(row []float64) (*SuffStats, error) {
+func (r Regression) ParseSuffStats(row []float64) (*stats.SuffStats, error) {
 	p := len(r.Regressors)
 	want := 2 + p + p*(p+1)/2
 	if len(row) != want {
@@ -138,7 +142,7 @@ func (r Regression) ParseSuffStats(row []float64) (*SuffStats, error) {
 	if r.Names != nil {
 		names = r.Names
 	}
-	s := NewSuffStats(p, names)
+	s := stats.NewSuffStats(p, names)
 	s.N = row[0]
 	k := 1
 	for i := 0; i < p; i++ {
@@ -167,7 +171,7 @@ func ResidualSQL(outcome string, regressors []string, beta []float64) string {
 func linearSQL(xs []string, w []float64) string {
 	terms := make([]string, len(xs))
 	for j, x := range xs {
-		terms[j] = FormatFloat(w[j]) + " * " + x
+		terms[j] = dag.FormatFloat(w[j]) + " * " + x
 	}
 	return sumSQL(terms)
 }
@@ -202,7 +206,7 @@ func LeverageSQL(regressors []string, xtxInv mat.Symmetric) string {
 			if k != j {
 				a *= 2
 			}
-			terms = append(terms, fmt.Sprintf("%s * %s * %s", FormatFloat(a), regressors[j], regressors[k]))
+			terms = append(terms, fmt.Sprintf("%s * %s * %s", dag.FormatFloat(a), regressors[j], regressors[k]))
 		}
 	}
 	return sumSQL(terms)
@@ -247,7 +251,7 @@ func (r Regression) MeatColumns(coefs []int) []string {
 // the query short when only the treatment's standard error is needed. The
 // leverage expression alone has p(p+1)/2 terms; with 60 regressors the text is
 // about 100 KB, under ClickHouse's default max_query_size of 256 KiB.
-func (r Regression) MeatSQL(f *OLS, coefs []int) (string, error) {
+func (r Regression) MeatSQL(f *stats.OLS, coefs []int) (string, error) {
 	if err := r.Validate(); err != nil {
 		return "", err
 	}
@@ -304,7 +308,7 @@ func (r Regression) MeatSQL(f *OLS, coefs []int) (string, error) {
 
 // ParseMeats turns the second-pass result row (values in the order of
 // MeatColumns(coefs)) into Meats.
-func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
+func (r Regression) ParseMeats(row []float64, coefs []int) (*stats.Meats, error) {
 	cols := r.MeatColumns(coefs)
 	if len(row) != len(cols) {
 		return nil, fmt.Errorf("parse meats: %d values, want %d", len(row), len(cols))
@@ -315,7 +319,7 @@ func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
 		}
 	}
 	p := len(r.Regressors)
-	m := &Meats{N: row[0], MaxLeverage: row[1]}
+	m := &stats.Meats{N: row[0], MaxLeverage: row[1]}
 	k := 2
 	if coefs == nil {
 		m.M0 = mat.NewSymDense(p, nil)
@@ -349,7 +353,15 @@ func (r Regression) ParseMeats(row []float64, coefs []int) (*Meats, error) {
 func Hinges(expr string, knots []float64) []string {
 	out := []string{"toFloat64(" + expr + ")"}
 	for _, k := range knots {
-		out = append(out, "greatest(toFloat64("+expr+") - "+FormatFloat(k)+", 0)")
+		out = append(out, "greatest(toFloat64("+expr+") - "+dag.FormatFloat(k)+", 0)")
 	}
 	return out
 }
+
+// isIdent reports whether b can be part of a SQL identifier.
+func isIdent(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mathext"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // SweepRequest is the fleet-wide question "why was the tail bad in this
@@ -362,11 +366,11 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		k, ok := cand(c)
 		switch {
 		case !ok || k.Symptom:
-		case overlapsEntity(c.Entity, b) && c.Cause == CauseEntityDegraded:
+		case overlapsEntity(c.Entity, b) && c.Cause == schemas.CauseEntityDegraded:
 			degraded = math.Max(degraded, c.AttributableFraction)
 		case overlapsEntity(c.Entity, b):
 			return false
-		case scopeWide(c.Entity) && c.Cause != CauseEntityDegraded:
+		case scopeWide(c.Entity) && c.Cause != schemas.CauseEntityDegraded:
 			wide = math.Max(wide, c.AttributableFraction)
 		}
 	}
@@ -380,7 +384,7 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 // confirmed by a memory-bandwidth culprit on 3% of the tail against 5% of
 // the baseline.
 func credible(c Culprit, cands []Candidate) bool {
-	if c.Cause == CauseEntityDegraded {
+	if c.Cause == schemas.CauseEntityDegraded {
 		return true
 	}
 	for _, k := range cands {
@@ -472,8 +476,8 @@ func (e *screened) where() Where {
 // tested.
 func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win Interval, pre *Interval, y string, q, t float64) ([]*screened, int, error) {
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(win) + " AND " + inInterval(win)
-	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, FormatFloat(t))
-	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", FormatFloat(q), y)
+	tail := fmt.Sprintf("toFloat64(countIf(%s > %s))", y, dag.FormatFloat(t))
+	qq := fmt.Sprintf("toFloat64(quantileExact(%s)(%s))", dag.FormatFloat(q), y)
 	var out []*screened
 	read := func(kind, group, labels string) error {
 		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s WHERE %s GROUP BY %s", labels, tail, qq, a.table(), where, group)
@@ -508,7 +512,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].kind+out[i].key < out[j].kind+out[j].key })
 	qs := scanThresholds(q)
-	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s", FormatFloat(qs[1]), y, a.table(), where), 1)
+	lower, err := queryFloats(ctx, a.db, "scope lower quantile", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s", dag.FormatFloat(qs[1]), y, a.table(), where), 1)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -531,23 +535,23 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 			continue
 		}
 		for i, e := range set {
-			var peers []EntityCounts
+			var peers []stats.EntityCounts
 			var pq []float64
 			var pk, pn float64
 			for j, o := range set {
 				if j != i {
-					peers = append(peers, EntityCounts{Key: o.key, Tail: o.k, N: o.n})
+					peers = append(peers, stats.EntityCounts{Key: o.key, Tail: o.k, N: o.n})
 					pq = append(pq, o.quantile)
 					pk += o.k
 					pn += o.n
 				}
 			}
-			prior, err := FitBetaPrior(peers, nil)
+			prior, err := stats.FitBetaPrior(peers, nil)
 			if err != nil {
 				return nil, 0, err
 			}
 			e.peerRate = pk / pn
-			e.peerQ = median(pq)
+			e.peerQ = stats.Median(pq)
 			e.pval = betaBinomialSF(e.k, e.n, prior.Alpha, prior.Beta)
 			e.excess = math.Max(e.k-e.n*prior.Mean(), 0)
 			e.tested = true
@@ -583,7 +587,7 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 	bucket := fmt.Sprintf("if(start_ns < %d, -1, intDiv(start_ns - %d, %d))", win.Start.UnixNano(), win.Start.UnixNano(), width)
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
 	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY host, pod, engine, tc_b",
-		bucket, y, FormatFloat(ts[0]), y, FormatFloat(ts[1]), a.table(), where)
+		bucket, y, dag.FormatFloat(ts[0]), y, dag.FormatFloat(ts[1]), a.table(), where)
 	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
 		var host, pod, engine string
 		var b, n float64
@@ -684,7 +688,7 @@ func scanOnce(set []*screened) {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
 				var pk, pn float64
-				var peers []EntityCounts
+				var peers []stats.EntityCounts
 				for j, o := range set {
 					if j == i {
 						continue
@@ -694,7 +698,7 @@ func scanOnce(set []*screened) {
 					pk += peerK[j]
 					pn += peerN[j]
 					if peerN[j] > 0 {
-						peers = append(peers, EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
+						peers = append(peers, stats.EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
 					}
 				}
 				if ne < 20 || ke < 5 {
@@ -710,7 +714,7 @@ func scanOnce(set []*screened) {
 					// entity's own ratio to them before (at least 1): an
 					// entity that was always behind must fall further
 					// behind, significantly, to count.
-					prior := momentsPrior(peers, maxS)
+					prior := stats.MomentsPrior(peers, maxS)
 					rate := (pk + 0.5) / (pn + 1)
 					f := math.Max(before, 1)
 					mu := math.Min(prior.Mean()*f, 0.5)
@@ -899,7 +903,7 @@ func betaBinomialSF(k, n, alpha, beta float64) float64 {
 func scopeWhere(sc map[string]string) string {
 	conds := []string{"1"}
 	for _, k := range sortedKeys(sc) {
-		conds = append(conds, k+" = "+QuoteString(sc[k]))
+		conds = append(conds, k+" = "+dag.QuoteString(sc[k]))
 	}
 	return strings.Join(conds, " AND ")
 }

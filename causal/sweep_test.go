@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // sweepScenario inserts the scenario's rows into a fresh database and asks
@@ -49,7 +50,7 @@ func TestSweepSlowPodAmong16(t *testing.T) {
 		t.Fatalf("status %s, %d culprits", in.Status, len(in.Culprits))
 	}
 	top := in.Culprits[0]
-	if top.Cause != CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host || top.Entity.Model != want.Model {
+	if top.Cause != schemas.CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host || top.Entity.Model != want.Model {
 		t.Errorf("top culprit %s %+v, want entity.degraded on %+v", top.Cause, top.Entity, want)
 	}
 	if !(in.Breach.QuantileMS > 1.2*in.Breach.PeerQuantileMS) || in.Breach.PValue > 1e-6 {
@@ -92,7 +93,7 @@ func TestSweepScopeBreach(t *testing.T) {
 	if in.Breach == nil || in.Breach.Level != LevelScope || in.Breach.Entity.Model != "llama-3-8b" {
 		t.Errorf("breach %+v", in.Breach)
 	}
-	if len(in.Culprits) == 0 || in.Culprits[0].Cause != CauseLongPrompts || in.Culprits[0].Entity.Model != "llama-3-8b" {
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != schemas.CauseLongPrompts || in.Culprits[0].Entity.Model != "llama-3-8b" {
 		t.Errorf("culprits %+v", in.Culprits)
 	}
 }
@@ -246,7 +247,7 @@ func TestSweepSoleHostDegraded(t *testing.T) {
 			t.Fatalf("window %v: no culprit", w)
 		}
 		top := in.Culprits[0]
-		if top.Cause != CauseEntityDegraded || top.Entity.Host != hostName(0) || top.Entity.Pod != "" || top.Entity.GPU != "" {
+		if top.Cause != schemas.CauseEntityDegraded || top.Entity.Host != hostName(0) || top.Entity.Pod != "" || top.Entity.GPU != "" {
 			t.Errorf("window %v: top culprit %s %+v, want entity.degraded on host %s", w, top.Cause, top.Entity, hostName(0))
 		}
 	}
@@ -263,7 +264,7 @@ func TestSweepSoleHostOneSlowEngine(t *testing.T) {
 	}
 	top := res.Breaches[0].Incident.Culprits[0]
 	want := engineEntity(0, 1)
-	if top.Cause != CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host {
+	if top.Cause != schemas.CauseEntityDegraded || top.Entity.Pod != want.Pod || top.Entity.Host != want.Host {
 		t.Errorf("top culprit %s %+v, want entity.degraded on %s", top.Cause, top.Entity, want.Pod)
 	}
 }

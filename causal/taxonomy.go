@@ -1,41 +1,8 @@
 package causal
 
-// Cause is a culprit cause id of the taxonomy in design.md.
-type Cause string
+import "github.com/tailcause/tailcause/schemas"
 
-// The culprit taxonomy. A ranked culprit names one of these and the entity it
-// acts on.
-const (
-	CauseKVPreemption        Cause = "kv_cache.preemption"
-	CauseQueueSaturation     Cause = "queue.saturation"
-	CauseLongPrompts         Cause = "workload.long_prompts"
-	CauseLongOutputs         Cause = "workload.long_outputs"
-	CausePrefixMiss          Cause = "prefix_cache.miss"
-	CausePrefillInterference Cause = "engine.prefill_interference"
-	CauseThermalThrottle     Cause = "gpu.thermal_throttle"
-	CausePowerCap            Cause = "gpu.power_cap"
-	CauseXIDError            Cause = "gpu.xid_error"
-	CausePCIeContention      Cause = "gpu.pcie_contention"
-	CauseMemoryBandwidth     Cause = "gpu.memory_bandwidth"
-	CauseEntityDegraded      Cause = "entity.degraded"
-)
-
-// Causes returns the taxonomy in the order of design.md. The slice is new on
-// each call; the caller owns it.
-func Causes() []Cause {
-	return []Cause{
-		CauseKVPreemption, CauseQueueSaturation, CauseLongPrompts, CauseLongOutputs,
-		CausePrefixMiss, CausePrefillInterference, CauseThermalThrottle, CausePowerCap,
-		CauseXIDError, CausePCIeContention, CauseMemoryBandwidth, CauseEntityDegraded,
-	}
-}
-
-// Valid reports whether c is a taxonomy cause id.
-func (c Cause) Valid() bool {
-	for _, k := range Causes() {
-		if c == k {
-			return true
-		}
-	}
-	return false
-}
+// Cause is a culprit cause id of the taxonomy, which package schemas
+// declares (schemas.Causes, schemas.CauseKVPreemption, ...); the alias keeps
+// the analyzer's signatures in its own terms.
+type Cause = schemas.Cause

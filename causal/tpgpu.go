@@ -5,6 +5,9 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats"
 )
 
 // gpuUtilMetric is the gpu_samples metric of a GPU's utilization (0–1),
@@ -42,7 +45,7 @@ func (r *run) gpuInEngine(c *causeRun) error {
 	q := fmt.Sprintf(`SELECT toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
 FROM %[4]s FINAL
 WHERE host = %[5]s AND pod = %[6]s AND metric IN (%[7]s) AND %[8]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s)
-GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteString(best.host), QuoteString(best.pod),
+GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, dag.QuoteString(best.host), dag.QuoteString(best.pod),
 		metrics, prune)
 	var gs []gpuScore
 	err := r.query("engine gpu samples", q, func(rows Rows) error {
@@ -90,7 +93,7 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, QuoteS
 // sampleSQL is what a gpu_samples query of a cause's samples needs: the
 // score, the window and baseline conditions ("0" without a baseline), the
 // quoted metric list and the partition pruning.
-func (r *run) sampleSQL(sp *SampleSpec) (score, winCond, baseCond, metrics, prune string) {
+func (r *run) sampleSQL(sp *dag.SampleSpec) (score, winCond, baseCond, metrics, prune string) {
 	ivs := []Interval{r.win}
 	baseCond = "0"
 	if r.base != nil {
@@ -99,7 +102,7 @@ func (r *run) sampleSQL(sp *SampleSpec) (score, winCond, baseCond, metrics, prun
 	}
 	quoted := make([]string, len(sp.Metrics))
 	for i, m := range sp.Metrics {
-		quoted[i] = QuoteString(m)
+		quoted[i] = dag.QuoteString(m)
 	}
 	return "toFloat64(" + sp.Expr + ")", sampleInterval(r.win), baseCond, strings.Join(quoted, ", "), samplePrune(ivs...)
 }
@@ -159,12 +162,12 @@ func (r *run) hostWideGPU(c *causeRun) error {
 	// shows no throttling, heat or traffic whatever its host suffers, so
 	// only busy GPUs are counted (every GPU when none reports utilization).
 	isCause := fmt.Sprintf("metric IN (%s) AND isFinite(%s)", metrics, score)
-	util := fmt.Sprintf("metric = %s AND %s", QuoteString(gpuUtilMetric), winCond)
+	util := fmt.Sprintf("metric = %s AND %s", dag.QuoteString(gpuUtilMetric), winCond)
 	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[7]s AND %[2]s)), toFloat64(avgIf(%[1]s, %[7]s AND %[3]s)), toFloat64(countIf(%[7]s AND %[2]s)), toFloat64(countIf(%[7]s AND %[3]s)),
     toFloat64(avgIf(value, %[8]s)), toFloat64(countIf(%[8]s))
 FROM %[4]s FINAL
 WHERE metric IN (%[5]s, %[9]s) AND %[6]s AND (%[2]s OR %[3]s) AND gpu != ''
-GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune, isCause, util, QuoteString(gpuUtilMetric))
+GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune, isCause, util, dag.QuoteString(gpuUtilMetric))
 	type hg struct {
 		host string
 		gpuScore
@@ -205,7 +208,7 @@ GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r
 	}
 	ref := 0.0
 	if len(others) > 0 {
-		ref = median(others)
+		ref = stats.Median(others)
 	}
 	top := math.Inf(-1)
 	for _, g := range mine {

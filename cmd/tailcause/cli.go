@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // helpDoc is what `tailcause help <cmd>` says besides the flags.
@@ -372,7 +373,7 @@ func checkFlags(fs *flag.FlagSet) error {
 		}
 	}
 	if v, ok := get("signal"); ok {
-		if g, err := causal.DefaultDAG(); err == nil {
+		if g, err := dag.Default(); err == nil {
 			if _, ok := g.Outcome(v); !ok {
 				errs = append(errs, fmt.Errorf("--signal %q: want e2e_latency, ttft or tpot (an outcome of the DAG)", v))
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/tailcause/tailcause/internal/testkit"
 	"github.com/tailcause/tailcause/lab/eval"
 	"github.com/tailcause/tailcause/lab/faultlab"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // TestConfounderEndToEnd runs a confounded fault-lab scenario through Kafka,
@@ -59,7 +60,7 @@ func TestConfounderEndToEnd(t *testing.T) {
 	if h := eval.NewScorer(truth).Score(ranked, truth.Faults); !h.At(1) {
 		t.Errorf("top culprit %s, want workload.long_prompts on model llama-3.1-8b: %s", names[0], h.Why)
 	}
-	if ranked[0].Cause == causal.CauseKVPreemption {
+	if ranked[0].Cause == schemas.CauseKVPreemption {
 		t.Errorf("the KV decoy outranked the cause: %v", names)
 	}
 	cmp, err := an.CompareRankings(ctx, sw.Breaches[0])

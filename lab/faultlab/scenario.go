@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 //go:embed scenarios/*.json
@@ -81,43 +83,72 @@ type Cause struct {
 	Mechanism string
 }
 
-var causes = []Cause{
-	{"kv_cache.preemption", []string{"engine", "model"}, 0, 0.99,
-		"fraction of the engine's KV-cache blocks lost",
-		"KV capacity shrinks; the scheduler preempts (recompute) when blocks run out"},
-	{"queue.saturation", []string{"model", "engine"}, 0, 20,
-		"model: extra arrivals per arrival (rate × (1+m)); engine: share of the model's traffic forced onto the engine",
-		"arrivals above capacity; requests wait in the engine queue"},
-	{"workload.long_prompts", []string{"model"}, 0, 20,
-		"prompt lengths × (1+m)",
-		"the prompt-length mix shifts; prefill and KV use grow"},
-	{"workload.long_outputs", []string{"model"}, 0, 20,
-		"output lengths × (1+m)",
-		"the output-length mix shifts; decode time and KV occupancy grow"},
-	{"prefix_cache.miss", []string{"engine", "model"}, 0, 1,
-		"probability that a prefix-cache lookup misses (1: caching disabled); the cache is flushed at onset",
-		"prefix hit ratio collapses; prefill grows"},
-	{"engine.prefill_interference", []string{"engine", "model"}, 0, 64,
-		"per-step token budget × (1+m) (chunked prefill effectively off); the model's long prompts (≥ 4608 tokens besides any system prompt: a long-context tenant) are pinned to the engine",
-		"large prefills share steps with decodes; the engine's prompt throughput rises and token streams stall"},
-	{"gpu.thermal_throttle", []string{"gpu", "host"}, 0, 3,
-		"cooling loss: thermal resistance × (1+4m)",
-		"temperature rises; the thermal governor lowers the SM clock (0x20/0x40)"},
-	{"gpu.power_cap", []string{"gpu", "host"}, 0, 0.95,
-		"power limit = idle + (TDP − idle)·(1−m)",
-		"the power governor lowers the SM clock (0x4; 0x80 with brake)"},
-	{"gpu.xid_error", []string{"gpu", "host"}, 0, 6,
-		"XID events per minute (the first at onset); each hangs the engine 30 s (until its liveness probe fails), fails its requests and restarts it (60 s)",
-		"XID errors; requests error and the engine restarts"},
-	{"gpu.pcie_contention", []string{"gpu", "host"}, 0, 0.97,
-		"share of the PCIe link taken by a neighbour",
-		"host↔device transfers queue behind the neighbour; every step slows"},
-	{"gpu.memory_bandwidth", []string{"gpu", "host"}, 0, 0.95,
-		"share of DRAM bandwidth taken by co-located work",
-		"DRAM active near saturation; memory-bound decode slows"},
-	{"entity.degraded", []string{"engine", "gpu", "host"}, 0, 10,
-		"step time × (1+m), with no telemetry explaining it",
-		"one entity is slow and no measured mechanism explains it"},
+// injections says how the simulator injects each cause of the taxonomy
+// (schemas.Causes); TestCausesMatchTaxonomy checks that it covers the
+// taxonomy and nothing else.
+var injections = map[schemas.Cause]Cause{
+	schemas.CauseKVPreemption: {
+		Targets: []string{"engine", "model"}, MagMin: 0, MagMax: 0.99,
+		Magnitude: "fraction of the engine's KV-cache blocks lost",
+		Mechanism: "KV capacity shrinks; the scheduler preempts (recompute) when blocks run out"},
+	schemas.CauseQueueSaturation: {
+		Targets: []string{"model", "engine"}, MagMin: 0, MagMax: 20,
+		Magnitude: "model: extra arrivals per arrival (rate × (1+m)); engine: share of the model's traffic forced onto the engine",
+		Mechanism: "arrivals above capacity; requests wait in the engine queue"},
+	schemas.CauseLongPrompts: {
+		Targets: []string{"model"}, MagMin: 0, MagMax: 20,
+		Magnitude: "prompt lengths × (1+m)",
+		Mechanism: "the prompt-length mix shifts; prefill and KV use grow"},
+	schemas.CauseLongOutputs: {
+		Targets: []string{"model"}, MagMin: 0, MagMax: 20,
+		Magnitude: "output lengths × (1+m)",
+		Mechanism: "the output-length mix shifts; decode time and KV occupancy grow"},
+	schemas.CausePrefixMiss: {
+		Targets: []string{"engine", "model"}, MagMin: 0, MagMax: 1,
+		Magnitude: "probability that a prefix-cache lookup misses (1: caching disabled); the cache is flushed at onset",
+		Mechanism: "prefix hit ratio collapses; prefill grows"},
+	schemas.CausePrefillInterference: {
+		Targets: []string{"engine", "model"}, MagMin: 0, MagMax: 64,
+		Magnitude: "per-step token budget × (1+m) (chunked prefill effectively off); the model's long prompts (≥ 4608 tokens besides any system prompt: a long-context tenant) are pinned to the engine",
+		Mechanism: "large prefills share steps with decodes; the engine's prompt throughput rises and token streams stall"},
+	schemas.CauseThermalThrottle: {
+		Targets: []string{"gpu", "host"}, MagMin: 0, MagMax: 3,
+		Magnitude: "cooling loss: thermal resistance × (1+4m)",
+		Mechanism: "temperature rises; the thermal governor lowers the SM clock (0x20/0x40)"},
+	schemas.CausePowerCap: {
+		Targets: []string{"gpu", "host"}, MagMin: 0, MagMax: 0.95,
+		Magnitude: "power limit = idle + (TDP − idle)·(1−m)",
+		Mechanism: "the power governor lowers the SM clock (0x4; 0x80 with brake)"},
+	schemas.CauseXIDError: {
+		Targets: []string{"gpu", "host"}, MagMin: 0, MagMax: 6,
+		Magnitude: "XID events per minute (the first at onset); each hangs the engine 30 s (until its liveness probe fails), fails its requests and restarts it (60 s)",
+		Mechanism: "XID errors; requests error and the engine restarts"},
+	schemas.CausePCIeContention: {
+		Targets: []string{"gpu", "host"}, MagMin: 0, MagMax: 0.97,
+		Magnitude: "share of the PCIe link taken by a neighbour",
+		Mechanism: "host↔device transfers queue behind the neighbour; every step slows"},
+	schemas.CauseMemoryBandwidth: {
+		Targets: []string{"gpu", "host"}, MagMin: 0, MagMax: 0.95,
+		Magnitude: "share of DRAM bandwidth taken by co-located work",
+		Mechanism: "DRAM active near saturation; memory-bound decode slows"},
+	schemas.CauseEntityDegraded: {
+		Targets: []string{"engine", "gpu", "host"}, MagMin: 0, MagMax: 10,
+		Magnitude: "step time × (1+m), with no telemetry explaining it",
+		Mechanism: "one entity is slow and no measured mechanism explains it"},
+}
+
+// causes is the taxonomy, in its order, as the simulator injects it.
+var causes = injectable()
+
+func injectable() []Cause {
+	var out []Cause
+	for _, id := range schemas.Causes() {
+		if c, ok := injections[id]; ok {
+			c.ID = string(id)
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 var decoyKinds = []Cause{
@@ -132,7 +163,8 @@ var decoyKinds = []Cause{
 		"traffic rises and falls as it does over a day; queues and KV use move a little, the tail barely"},
 }
 
-// Causes lists the taxonomy causes the simulator injects, in design.md order.
+// Causes lists the taxonomy causes the simulator injects, in the taxonomy's
+// order (schemas.Causes).
 func Causes() []Cause { return slices.Clone(causes) }
 
 // DecoyKinds lists the decoy kinds.
@@ -145,6 +177,15 @@ func lookupCause(list []Cause, id string) (Cause, bool) {
 		}
 	}
 	return Cause{}, false
+}
+
+// taxonomyIDs lists the taxonomy's cause ids (schemas.Causes).
+func taxonomyIDs() string {
+	var ids []string
+	for _, c := range schemas.Causes() {
+		ids = append(ids, string(c))
+	}
+	return strings.Join(ids, ", ")
 }
 
 func causeIDs(list []Cause) string {
@@ -293,7 +334,7 @@ func (s *Scenario) validate(fl FleetSpec, runLength time.Duration) error {
 		p := fmt.Sprintf("faults[%d]", i)
 		c, ok := lookupCause(causes, fs.Cause)
 		if !ok {
-			bad("%s.cause: unknown cause %q (known: %s)", p, fs.Cause, causeIDs(causes))
+			bad("%s.cause: unknown cause %q (known: %s)", p, fs.Cause, taxonomyIDs())
 			continue
 		}
 		if _, err := resolveTarget(f, fs.Target, c.Targets); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestBuiltinScenarios(t *testing.T) {
@@ -59,19 +61,23 @@ func TestBuiltinScenarios(t *testing.T) {
 	}
 }
 
-// Every cause of design.md's taxonomy is injectable, by its exact id.
+// Every cause of the taxonomy (schemas.Causes) is injectable, by its exact
+// id and in its order, and the simulator injects nothing else.
 func TestCausesMatchTaxonomy(t *testing.T) {
-	want := []string{
-		"kv_cache.preemption", "queue.saturation", "workload.long_prompts", "workload.long_outputs",
-		"prefix_cache.miss", "engine.prefill_interference", "gpu.thermal_throttle", "gpu.power_cap",
-		"gpu.xid_error", "gpu.pcie_contention", "gpu.memory_bandwidth", "entity.degraded",
+	var want, got []string
+	for _, c := range schemas.Causes() {
+		want = append(want, string(c))
 	}
-	var got []string
 	for _, c := range Causes() {
 		got = append(got, c.ID)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("causes %v, want %v", got, want)
+	}
+	for id := range injections {
+		if !id.Valid() {
+			t.Errorf("injections describes %q, which is not a taxonomy cause", id)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package causal
+package dag
 
 import (
 	"errors"

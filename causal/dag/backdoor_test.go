@@ -1,4 +1,4 @@
-package causal
+package dag
 
 import (
 	"errors"
@@ -43,7 +43,7 @@ func textbook(t testing.TB, edges []string, latent ...string) *DAG {
 	for _, l := range latent {
 		add(l)
 	}
-	g, err := NewDAG("test@1", nodes, es)
+	g, err := New("test@1", nodes, es)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestDSeparated(t *testing.T) {
 }
 
 func TestBackdoorDefaultDAG(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestBackdoorRandom(t *testing.T) {
 		}
 		// Shuffle node order so that topological order is not index order.
 		rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-		g, err := NewDAG("rand@1", nodes, edges)
+		g, err := New("rand@1", nodes, edges)
 		if err != nil {
 			t.Fatal(err)
 		}

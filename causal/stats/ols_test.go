@@ -1,73 +1,15 @@
-package causal
+package stats
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/stats/statstest"
 )
-
-type olsReference struct {
-	N          float64              `json:"n"`
-	XtX        [][]float64          `json:"xtx"`
-	XtY        []float64            `json:"xty"`
-	YtY        float64              `json:"yty"`
-	Coef       []float64            `json:"coef"`
-	XtXInv     [][]float64          `json:"xtx_inv"`
-	RSS        float64              `json:"rss"`
-	Sigma2     float64              `json:"sigma2"`
-	MaxLev     float64              `json:"max_leverage"`
-	MeatHC0    [][]float64          `json:"meat_hc0"`
-	MeatHC3    [][]float64          `json:"meat_hc3"`
-	SE         map[string][]float64 `json:"se_explicit"`
-	SEStatsmod map[string][]float64 `json:"se_statsmodels"`
-}
-
-// loadOLSData reads testdata/ols_data.csv as the design [1, x1, x2, x3] and y.
-func loadOLSData(t testing.TB) (*mat.Dense, []float64, olsReference) {
-	t.Helper()
-	f, err := os.Open("testdata/ols_data.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs = recs[1:]
-	x := mat.NewDense(len(recs), 4, nil)
-	y := make([]float64, len(recs))
-	for i, r := range recs {
-		x.Set(i, 0, 1)
-		for j := 0; j < 4; j++ {
-			v, err := strconv.ParseFloat(r[j], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j < 3 {
-				x.Set(i, j+1, v)
-			} else {
-				y[i] = v
-			}
-		}
-	}
-	b, err := os.ReadFile("testdata/ols_reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref olsReference
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
-	return x, y, ref
-}
 
 func statsOf(x mat.Matrix, y []float64, names []string) *SuffStats {
 	n, p := x.Dims()
@@ -82,15 +24,8 @@ func statsOf(x mat.Matrix, y []float64, names []string) *SuffStats {
 	return s
 }
 
-func near(t *testing.T, what string, got, want, rel float64) {
-	t.Helper()
-	if d := math.Abs(got - want); d > rel*math.Max(math.Abs(want), 1e-300) {
-		t.Errorf("%s = %.15g, want %.15g (rel err %.2g > %.2g)", what, got, want, d/math.Abs(want), rel)
-	}
-}
-
 func TestOLSReference(t *testing.T) {
-	x, y, ref := loadOLSData(t)
+	x, y, ref := statstest.LoadOLSData(t, "testdata")
 	for _, tc := range []struct {
 		name string
 		fit  func() (*OLS, *Meats)
@@ -113,11 +48,11 @@ func TestOLSReference(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, m := tc.fit()
 			for j, b := range ref.Coef {
-				near(t, "coef", f.Coef[j], b, 1e-11)
+				statstest.Near(t, "coef", f.Coef[j], b, 1e-11)
 			}
-			near(t, "rss", f.RSS, ref.RSS, 1e-10)
-			near(t, "sigma2", f.Sigma2, ref.Sigma2, 1e-10)
-			near(t, "max leverage", m.MaxLeverage, ref.MaxLev, 1e-11)
+			statstest.Near(t, "rss", f.RSS, ref.RSS, 1e-10)
+			statstest.Near(t, "sigma2", f.Sigma2, ref.Sigma2, 1e-10)
+			statstest.Near(t, "max leverage", m.MaxLeverage, ref.MaxLev, 1e-11)
 			for kind, name := range map[CovType]string{Classical: "classical", HC0: "HC0", HC1: "HC1", HC3: "HC3"} {
 				meat := m.M0
 				if kind == HC3 {
@@ -128,19 +63,19 @@ func TestOLSReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				for j := range se {
-					near(t, name+" se", se[j], ref.SE[name][j], 1e-9)
-					near(t, name+" se (statsmodels)", se[j], ref.SEStatsmod[name][j], 1e-9)
+					statstest.Near(t, name+" se", se[j], ref.SE[name][j], 1e-9)
+					statstest.Near(t, name+" se (statsmodels)", se[j], ref.SEStatsmod[name][j], 1e-9)
 					one, err := f.CoefSE(kind, m, j)
 					if err != nil {
 						t.Fatal(err)
 					}
-					near(t, name+" CoefSE", one, se[j], 1e-12)
+					statstest.Near(t, name+" CoefSE", one, se[j], 1e-12)
 				}
 			}
 			for i := 0; i < 4; i++ {
 				for j := 0; j < 4; j++ {
-					near(t, "M0", m.M0.At(i, j), ref.MeatHC0[i][j], 1e-9)
-					near(t, "M3", m.M3.At(i, j), ref.MeatHC3[i][j], 1e-9)
+					statstest.Near(t, "M0", m.M0.At(i, j), ref.MeatHC0[i][j], 1e-9)
+					statstest.Near(t, "M3", m.M3.At(i, j), ref.MeatHC3[i][j], 1e-9)
 				}
 			}
 		})
@@ -148,7 +83,7 @@ func TestOLSReference(t *testing.T) {
 }
 
 func TestOLSCollinear(t *testing.T) {
-	x, y, _ := loadOLSData(t)
+	x, y, _ := statstest.LoadOLSData(t, "testdata")
 	n, _ := x.Dims()
 	// Append x4 = 2·x1 − x3: a linear combination.
 	x5 := mat.NewDense(n, 5, nil)
@@ -178,7 +113,7 @@ func TestOLSCollinear(t *testing.T) {
 	if !f.PseudoInverse || f.Rank != 4 || f.DFResid != full.DFResid {
 		t.Errorf("pinv fit: flag %v rank %d df %v", f.PseudoInverse, f.Rank, f.DFResid)
 	}
-	near(t, "pinv rss", f.RSS, full.RSS, 1e-7)
+	statstest.Near(t, "pinv rss", f.RSS, full.RSS, 1e-7)
 	// Fitted values agree with the identified model.
 	for i := 0; i < n; i++ {
 		var a, b float64
@@ -188,7 +123,7 @@ func TestOLSCollinear(t *testing.T) {
 		for j := 0; j < 4; j++ {
 			b += full.Coef[j] * x.At(i, j)
 		}
-		near(t, "fitted", a, b, 1e-8)
+		statstest.Near(t, "fitted", a, b, 1e-8)
 	}
 
 	// A constant column alongside the intercept.
@@ -254,6 +189,6 @@ func TestOLSBadlyScaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for j := range f.Coef {
-		near(t, "coef", f.Coef[j], r.Coef[j], 1e-6)
+		statstest.Near(t, "coef", f.Coef[j], r.Coef[j], 1e-6)
 	}
 }

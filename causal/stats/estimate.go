@@ -1,4 +1,4 @@
-package causal
+package stats
 
 import (
 	"errors"
@@ -133,7 +133,7 @@ func CounterfactualQuantile(rows []LatencyDelta, n int, beta, q float64) (float6
 		cf[i] = r.LatencyMS * math.Exp(-beta*r.Delta)
 	}
 	sort.Float64s(cf)
-	k := rankOf(q, n) // 1-based rank in the full window
+	k := QuantileRank(q, n) // 1-based rank in the full window
 	missing := n - len(rows)
 	if k <= missing {
 		return 0, fmt.Errorf("counterfactual quantile: rank %d of %d falls among the %d rows not given: %w", k, n, missing, ErrTooFewRows)
@@ -141,8 +141,8 @@ func CounterfactualQuantile(rows []LatencyDelta, n int, beta, q float64) (float6
 	return cf[k-missing-1], nil
 }
 
-// rankOf is the 1-based rank ⌈q·n⌉ of the type-1 q-quantile, in [1, n].
-func rankOf(q float64, n int) int {
+// QuantileRank is the 1-based rank ⌈q·n⌉ of the type-1 q-quantile, in [1, n].
+func QuantileRank(q float64, n int) int {
 	k := int(math.Ceil(q*float64(n) - 1e-9))
 	if k < 1 {
 		k = 1
@@ -163,7 +163,7 @@ func Quantile(q float64, sorted []float64) float64 {
 	if !sort.Float64sAreSorted(sorted) {
 		panic("causal: Quantile: values not sorted")
 	}
-	return sorted[rankOf(q, len(sorted))-1]
+	return sorted[QuantileRank(q, len(sorted))-1]
 }
 
 // CauseInput gathers the aggregated inputs of one candidate cause.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference values for causal's OLS and robust standard errors.
+"""Independent reference values for causal/stats' OLS and robust standard errors.
 
 Reads ols_data.csv (columns x1,x2,x3,y; the design matrix is [1, x1, x2, x3])
 and writes ols_reference.json with
@@ -13,7 +13,7 @@ and writes ols_reference.json with
     asserted equal to the explicit ones to 1e-10 (relative).
   - the two meat matrices M0 and M3 (for the SQL-pass parse test).
 
-Run (from causal/testdata):
+Run (from causal/stats/testdata):
     python3 -m venv /tmp/refenv && /tmp/refenv/bin/pip install numpy scipy statsmodels
     /tmp/refenv/bin/python ols_reference.py            # writes ols_reference.json
     /tmp/refenv/bin/python ols_reference.py --make-data  # regenerates ols_data.csv first

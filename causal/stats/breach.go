@@ -1,4 +1,4 @@
-package causal
+package stats
 
 import (
 	"errors"
@@ -96,7 +96,7 @@ func QuantileIntervalTop(n int, topDesc []float64, q, level float64) (QuantileCI
 		}
 		return topDesc[i], true
 	}
-	k := rankOf(q, n)
+	k := QuantileRank(q, n)
 	lo, ok := at(l)
 	if !ok {
 		return QuantileCI{}, fmt.Errorf("quantile interval: need the %d slowest values, have %d: %w", n-l+1, len(topDesc), ErrTooFewRows)
@@ -271,14 +271,16 @@ func robustSigma(x []float64) float64 {
 	for i := range d {
 		d[i] = x[i+1] - x[i]
 	}
-	med := median(d)
+	med := Median(d)
 	for i := range d {
 		d[i] = math.Abs(d[i] - med)
 	}
-	return median(d) / (0.6744897501960817 * math.Sqrt2)
+	return Median(d) / (0.6744897501960817 * math.Sqrt2)
 }
 
-func median(x []float64) float64 {
+// Median is the median of x, the mean of the middle two for an even count.
+// x must not be empty or hold NaN; it is not modified.
+func Median(x []float64) float64 {
 	s := append([]float64(nil), x...)
 	sort.Float64s(s)
 	m := len(s) / 2

@@ -1,4 +1,4 @@
-package causal
+package stats
 
 import (
 	"errors"
@@ -172,7 +172,7 @@ func FitBetaPrior(peers []EntityCounts, opts *HealthOptions) (BetaPrior, error) 
 		return BetaPrior{Alpha: 2 * mu, Beta: 2 * (1 - mu), Method: "fallback"}, nil
 	}
 	maxS := func(mu float64) float64 { return math.Max((1-mu)/(mu*o.MinCV*o.MinCV)-1, 1e-3) }
-	mom := momentsPrior(used, maxS)
+	mom := MomentsPrior(used, maxS)
 	nll := func(x []float64) float64 {
 		mu := 1 / (1 + math.Exp(-x[0]))
 		s := math.Min(math.Exp(x[1]), maxS(mu))
@@ -207,12 +207,13 @@ func FitBetaPrior(peers []EntityCounts, opts *HealthOptions) (BetaPrior, error) 
 	return p, nil
 }
 
-// momentsPrior is the method-of-moments Beta fit of the rates r_e = k_e/n_e:
+// MomentsPrior is the method-of-moments Beta fit of the rates r_e = k_e/n_e:
 // mean m and variance v across entities, minus the binomial sampling part
 // m(1−m)·mean(1/n_e), give the between-entity variance τ², and
 // s = m(1−m)/τ² − 1, capped by maxS(m); no overdispersion (τ² ≤ 0) means
-// the cap.
-func momentsPrior(used []EntityCounts, maxS func(mu float64) float64) BetaPrior {
+// the cap. used holds two or more entities, each with N > 0 (FitBetaPrior
+// starts from it; the sweep scores stretches of peers with it directly).
+func MomentsPrior(used []EntityCounts, maxS func(mu float64) float64) BetaPrior {
 	var m, invN float64
 	for _, c := range used {
 		m += c.Tail / c.N

@@ -1,4 +1,4 @@
-package causal
+package dag
 
 import (
 	"bytes"
@@ -43,16 +43,16 @@ func (r Role) valid() bool {
 // set, is a SQL boolean saying that the cause is "on" for a row (the cause is
 // then estimated as an indicator; otherwise as the level of Expr).
 type Node struct {
-	Name        string   `json:"name"`
-	Role        Role     `json:"role"`
-	Expr        string   `json:"expr,omitempty"`
-	Columns     []string `json:"columns,omitempty"`
-	Cause       Cause    `json:"cause,omitempty"`
-	Exposed     string   `json:"exposed,omitempty"`
-	Latent      bool     `json:"latent,omitempty"`
-	Categorical bool     `json:"categorical,omitempty"` // Expr is a label; adjust with one indicator per entity
-	Cost        float64  `json:"cost,omitempty"`        // cost of adjusting for it; 0 means 1
-	Signal      string   `json:"signal,omitempty"`      // SLO signal an outcome node measures (e2e_latency, ttft, ...)
+	Name        string        `json:"name"`
+	Role        Role          `json:"role"`
+	Expr        string        `json:"expr,omitempty"`
+	Columns     []string      `json:"columns,omitempty"`
+	Cause       schemas.Cause `json:"cause,omitempty"`
+	Exposed     string        `json:"exposed,omitempty"`
+	Latent      bool          `json:"latent,omitempty"`
+	Categorical bool          `json:"categorical,omitempty"` // Expr is a label; adjust with one indicator per entity
+	Cost        float64       `json:"cost,omitempty"`        // cost of adjusting for it; 0 means 1
+	Signal      string        `json:"signal,omitempty"`      // SLO signal an outcome node measures (e2e_latency, ttft, ...)
 	// Samples, on a GPU cause node, reads the cause from the per-GPU
 	// samples (gpu_samples): it tells which GPU of a multi-GPU engine
 	// carries the cause, where a request row (which ran on all of them)
@@ -157,29 +157,29 @@ type dagDoc struct {
 
 var nodeName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-// ErrInvalidDAG marks a DAG document that failed validation.
-var ErrInvalidDAG = errors.New("invalid dag")
+// ErrInvalid marks a DAG document that failed validation.
+var ErrInvalid = errors.New("invalid dag")
 
-// DefaultDAG parses and validates the DAG shipped in schemas (version
+// Default parses and validates the DAG shipped in schemas (version
 // "default@1").
-func DefaultDAG() (*DAG, error) {
+func Default() (*DAG, error) {
 	b, err := schemas.DAGJSON(schemas.DefaultDAG)
 	if err != nil {
 		return nil, err
 	}
-	return ParseDAG(b)
+	return Parse(b)
 }
 
-// ParseDAG decodes a DAG document (unknown fields are an error) and
+// Parse decodes a DAG document (unknown fields are an error) and
 // validates it.
-func ParseDAG(b []byte) (*DAG, error) {
+func Parse(b []byte) (*DAG, error) {
 	var d dagDoc
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("decode dag: %w", err)
 	}
-	g, err := NewDAG(d.Version, d.Nodes, d.Edges)
+	g, err := New(d.Version, d.Nodes, d.Edges)
 	if err != nil {
 		return nil, err
 	}
@@ -187,13 +187,13 @@ func ParseDAG(b []byte) (*DAG, error) {
 	return g, nil
 }
 
-// NewDAG validates nodes and edges (parent, child) and builds a DAG. All
-// problems found are reported together, each wrapped with ErrInvalidDAG.
+// New validates nodes and edges (parent, child) and builds a DAG. All
+// problems found are reported together, each wrapped with ErrInvalid.
 // The DAG keeps copies of its arguments.
-func NewDAG(version string, nodes []Node, edges [][2]string) (*DAG, error) {
+func New(version string, nodes []Node, edges [][2]string) (*DAG, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidDAG}, args...)...))
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...))
 	}
 	if version == "" {
 		bad("version is empty")
@@ -418,7 +418,7 @@ func (g *DAG) names(adj [][]int, name string) []string {
 }
 
 // CauseNodes returns the nodes mapped to cause c (document order).
-func (g *DAG) CauseNodes(c Cause) []Node {
+func (g *DAG) CauseNodes(c schemas.Cause) []Node {
 	var out []Node
 	for _, n := range g.nodes {
 		if n.Cause == c {
@@ -450,14 +450,14 @@ func (g *DAG) CheckColumns(known []string) error {
 	for _, n := range g.nodes {
 		for _, c := range n.Columns {
 			if !set[c] {
-				errs = append(errs, fmt.Errorf("%w: node %q reads unknown column %q", ErrInvalidDAG, n.Name, c))
+				errs = append(errs, fmt.Errorf("%w: node %q reads unknown column %q", ErrInvalid, n.Name, c))
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// MarshalJSON writes the document form ParseDAG reads.
+// MarshalJSON writes the document form Parse reads.
 func (g *DAG) MarshalJSON() ([]byte, error) {
 	return json.Marshal(dagDoc{Version: g.version, Comment: g.comment, Nodes: g.nodes, Edges: g.edges})
 }

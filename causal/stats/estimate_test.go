@@ -1,35 +1,39 @@
-package causal
+package stats
 
 import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/stats/statstest"
 )
 
 func TestEffectMS(t *testing.T) {
 	ms, ci := EffectMS(Effect{Beta: 0.5, SE: 0.1}, 1, 1000)
-	near(t, "effect", ms, math.Expm1(0.5)*1000, 1e-12)
-	near(t, "lo", ci[0], math.Expm1(0.5-Z95*0.1)*1000, 1e-12)
-	near(t, "hi", ci[1], math.Expm1(0.5+Z95*0.1)*1000, 1e-12)
+	statstest.Near(t, "effect", ms, math.Expm1(0.5)*1000, 1e-12)
+	statstest.Near(t, "lo", ci[0], math.Expm1(0.5-Z95*0.1)*1000, 1e-12)
+	statstest.Near(t, "hi", ci[1], math.Expm1(0.5+Z95*0.1)*1000, 1e-12)
 	// Observed latency L with the cause: ref = L·exp(−βΔ) gives L(1−e^{−βΔ}).
 	L := 3000.0
 	ms, _ = EffectMS(Effect{Beta: 0.7}, 2, L*math.Exp(-1.4))
-	near(t, "effect from observed", ms, L*(1-math.Exp(-1.4)), 1e-12)
+	statstest.Near(t, "effect from observed", ms, L*(1-math.Exp(-1.4)), 1e-12)
 }
 
 func TestAttributableFraction(t *testing.T) {
 	af := AttributableFraction(Effect{Beta: 0.2, SE: 0.02}, 0.15, 0.05, 1e5)
-	near(t, "af", af.Value, 0.6, 1e-12)
+	statstest.Near(t, "af", af.Value, 0.6, 1e-12)
 	if !(af.CI[0] < 0.6 && af.CI[1] > 0.6) {
 		t.Errorf("ci %v does not cover 0.6", af.CI)
 	}
 	// Delta method by hand.
 	se := math.Sqrt(math.Pow(0.15/0.05*0.02, 2) + math.Pow(0.6/0.05, 2)*0.05*0.95/1e5)
-	near(t, "ci lo", af.CI[0], 0.6-Z95*se, 1e-12)
+	statstest.Near(t, "ci lo", af.CI[0], 0.6-Z95*se, 1e-12)
 	if got := AttributableFraction(Effect{Beta: 0.9, SE: 0.01}, 0.5, 0.1, 1e4); got.Value != 1 || got.CI[1] != 1 {
 		t.Errorf("not clipped at 1: %+v", got)
 	}
@@ -132,28 +136,17 @@ func sortedCopy(x []float64) []float64 {
 	return s
 }
 
-func columns(x *mat.Dense, cols ...int) *mat.Dense {
-	n, _ := x.Dims()
-	out := mat.NewDense(n, len(cols), nil)
-	for i := 0; i < n; i++ {
-		for j, c := range cols {
-			out.Set(i, j, x.At(i, c))
-		}
-	}
-	return out
-}
-
 // TestDecoyKV is the decoy the design calls out: KV usage rising because
 // prompts got longer. Adjusted for prompt_tokens (the default DAG's backdoor
 // set for kv_usage) the KV effect vanishes; unadjusted it looks large. With
 // a real KV fault the adjusted effect is there.
 func TestDecoyKV(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := dag.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	z, err := g.BackdoorSet("kv_usage", "e2e_ms", nil)
-	if err != nil || !contains(z, "prompt_tokens") {
+	if err != nil || !slices.Contains(z, "prompt_tokens") {
 		t.Fatalf("backdoor set %v, %v", z, err)
 	}
 	fit := func(x *mat.Dense, y []float64) (*OLS, *Meats) {
@@ -165,7 +158,7 @@ func TestDecoyKV(t *testing.T) {
 	}
 	for _, fault := range []bool{false, true} {
 		x, logLat, tail, lat, delta := simulateKV(11, 1500, fault)
-		fu, mu := fit(columns(x, 0, 1), logLat)
+		fu, mu := fit(statstest.Columns(x, 0, 1), logLat)
 		naive, _ := TreatmentEffect(fu, mu, 1)
 		fl, ml := fit(x, logLat)
 		adj, _ := TreatmentEffect(fl, ml, 1)

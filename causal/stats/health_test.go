@@ -1,4 +1,4 @@
-package causal
+package stats
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/tailcause/tailcause/causal/stats/statstest"
 )
 
 type healthReference struct {
@@ -42,18 +44,18 @@ func loadHealthRef(t *testing.T) healthReference {
 func TestBetaClosedForms(t *testing.T) {
 	ref := loadHealthRef(t)
 	for _, c := range ref.Betainc {
-		near(t, "I_x(a,b)", BetaPrior{Alpha: c.A, Beta: c.B}.CDF(c.X), c.Betainc, 1e-9)
+		statstest.Near(t, "I_x(a,b)", BetaPrior{Alpha: c.A, Beta: c.B}.CDF(c.X), c.Betainc, 1e-9)
 	}
 	for _, c := range ref.PPF {
-		near(t, "beta quantile", BetaPrior{Alpha: c.A, Beta: c.B}.Quantile(c.P), c.PPF, 1e-8)
+		statstest.Near(t, "beta quantile", BetaPrior{Alpha: c.A, Beta: c.B}.Quantile(c.P), c.PPF, 1e-8)
 	}
 	// Conjugate update and its moments.
 	post := BetaPrior{Alpha: 2, Beta: 98}.Posterior(7, 300)
 	if post.Alpha != 9 || post.Beta != 391 {
 		t.Fatalf("posterior %+v", post)
 	}
-	near(t, "mean", post.Mean(), 9.0/400, 1e-15)
-	near(t, "variance", post.Variance(), 9.0*391/(400*400*401), 1e-14)
+	statstest.Near(t, "mean", post.Mean(), 9.0/400, 1e-15)
+	statstest.Near(t, "variance", post.Variance(), 9.0*391/(400*400*401), 1e-14)
 }
 
 func TestFitBetaPriorMLE(t *testing.T) {
@@ -69,17 +71,17 @@ func TestFitBetaPriorMLE(t *testing.T) {
 	if prior.Method != "mle" {
 		t.Errorf("method %q, want mle", prior.Method)
 	}
-	near(t, "alpha", prior.Alpha, ref.Prior.Alpha, 1e-3)
-	near(t, "beta", prior.Beta, ref.Prior.Beta, 1e-3)
+	statstest.Near(t, "alpha", prior.Alpha, ref.Prior.Alpha, 1e-3)
+	statstest.Near(t, "beta", prior.Beta, ref.Prior.Beta, 1e-3)
 
 	// Score the probe against these peers (all of them: IncludeSelf with the
 	// probe scored separately reproduces the reference computation).
 	thr := prior.Quantile(0.9)
-	near(t, "q90", thr, ref.Probe.Q90, 1e-3)
+	statstest.Near(t, "q90", thr, ref.Probe.Q90, 1e-3)
 	h := prior.Posterior(ref.Probe.Tail, ref.Probe.N).CDF(thr)
-	near(t, "probe health", h, ref.Probe.Health, 1e-2)
+	statstest.Near(t, "probe health", h, ref.Probe.Health, 1e-2)
 	h0 := prior.Posterior(peers[0].Tail, peers[0].N).CDF(thr)
-	near(t, "peer health", h0, ref.Peer0Health, 1e-6)
+	statstest.Near(t, "peer health", h0, ref.Peer0Health, 1e-6)
 }
 
 func TestHealthLeaveOneOut(t *testing.T) {
@@ -145,8 +147,8 @@ func TestHealthHomogeneousAndFallback(t *testing.T) {
 		t.Errorf("method %q, want homogeneous", prior.Method)
 	}
 	cv := math.Sqrt(prior.Variance()) / prior.Mean()
-	near(t, "prior cv", cv, 0.25, 1e-3)
-	near(t, "prior mean", prior.Mean(), 0.01, 1e-3)
+	statstest.Near(t, "prior cv", cv, 0.25, 1e-3)
+	statstest.Near(t, "prior mean", prior.Mean(), 0.01, 1e-3)
 	hs, err := Health(append(counts, EntityCounts{Key: "sick", Tail: 40, N: 1000}), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference values for causal's Bayesian health and breach code.
+"""Independent reference values for causal/stats' Bayesian health and breach code.
 
 Writes health_reference.json with
   - regularized incomplete beta I_x(a, b) (scipy.special.betainc) and Beta
@@ -13,7 +13,7 @@ Writes health_reference.json with
     l = largest rank with P(B <= l-1) <= 0.025, u = smallest with
     P(B <= u-1) >= 0.975, B ~ Binomial(n, 0.99).
 
-Run (from causal/testdata):
+Run (from causal/stats/testdata):
     /tmp/refenv/bin/python health_reference.py   # see ols_reference.py for the venv
 """
 import json

@@ -1,4 +1,4 @@
-package causal
+package dag
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func requestsColumns(t *testing.T) []string {
 }
 
 func TestDefaultDAG(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestDefaultDAG(t *testing.T) {
 	if err := g.CheckColumns(cols); err != nil {
 		t.Error(err)
 	}
-	for _, c := range Causes() {
+	for _, c := range schemas.Causes() {
 		if len(g.CauseNodes(c)) == 0 {
 			t.Errorf("cause %s has no node", c)
 		}
@@ -101,7 +101,7 @@ func contains(xs []string, x string) bool {
 }
 
 func TestDAGRoundTrip(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDAGRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2, err := ParseDAG(b)
+	g2, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,34 +137,34 @@ func TestDAGInvalid(t *testing.T) {
 		{"bad role", []Node{node("a", "weather")}, nil, "unknown role"},
 		{"bad cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Cause: "gpu.sunspots"}}, nil, "unknown cause"},
 		{"latent with expr", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Expr: "x"}}, nil, "latent node has no expr"},
-		{"latent cause", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Cause: CausePowerCap}}, nil, "latent node cannot be a cause"},
+		{"latent cause", []Node{{Name: "u", Role: RoleGPUState, Latent: true, Cause: schemas.CausePowerCap}}, nil, "latent node cannot be a cause"},
 		{"observed without expr", []Node{{Name: "a", Role: RoleLoad}}, nil, "needs expr"},
 		{"column not in expr", []Node{{Name: "a", Role: RoleLoad, Expr: "a_rate", Columns: []string{"a"}}}, nil, "not used by its expr"},
 		{"outcome causes state", base, [][2]string{{"y", "b"}}, "only causes outcome"},
 		{"bad name", []Node{node("Kv-Usage", RoleLoad)}, nil, "must match"},
-		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
-		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
-		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
+		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
+		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
+		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
 		{"exposed without cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Exposed: "a > 1"}}, nil, "exposed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewDAG("t@1", tc.nodes, tc.edges)
-			if err == nil || !errors.Is(err, ErrInvalidDAG) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want ErrInvalidDAG containing %q", err, tc.want)
+			_, err := New("t@1", tc.nodes, tc.edges)
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalid containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := ParseDAG([]byte(`{"version":"x@1","nodes":[],"edges":[],"extra":1}`)); err == nil {
+	if _, err := Parse([]byte(`{"version":"x@1","nodes":[],"edges":[],"extra":1}`)); err == nil {
 		t.Error("unknown JSON field accepted")
 	}
-	if _, err := NewDAG("", nil, nil); err == nil {
+	if _, err := New("", nil, nil); err == nil {
 		t.Error("empty version accepted")
 	}
 }
 
 func TestNodeSQL(t *testing.T) {
-	g, err := DefaultDAG()
+	g, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
