@@ -184,7 +184,7 @@ func containsString(s []string, v string) bool {
 func TestLifecycleCarriesAcrossLevels(t *testing.T) {
 	slo := SLO{Scope: llama}
 	pod := Entity{Host: "h1", Pod: "p1", Engine: "0"}
-	kv := Culprit{Cause: CauseKVPreemption, Entity: Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
+	kv := Culprit{Cause: schemas.CauseKVPreemption, Entity: Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
 	an := func(w *Where, cs ...Culprit) *Analysis {
 		return &Analysis{Incident: Incident{Breach: w, Culprits: cs}}
 	}
@@ -208,7 +208,7 @@ func TestLifecycleCarriesAcrossLevels(t *testing.T) {
 		{"scope → engine, same culprit", scope, engine, []Culprit{kv}, false, true},
 		{"engine → its host", engine, host, []Culprit{kv}, false, true},
 		{"engine → another engine", engine, other, []Culprit{kv}, false, false},
-		{"another top culprit", engine, scope, []Culprit{{Cause: CauseQueueSaturation, Entity: Entity{Model: "llama"}}}, false, false},
+		{"another top culprit", engine, scope, []Culprit{{Cause: schemas.CauseQueueSaturation, Entity: Entity{Model: "llama"}}}, false, false},
 		{"the open one found again too", engine, scope, []Culprit{kv}, true, false},
 	}
 	for _, c := range cases {
