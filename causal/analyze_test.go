@@ -472,3 +472,28 @@ func TestAnalyzeSignals(t *testing.T) {
 		t.Error("unknown scope key accepted")
 	}
 }
+
+// A fault over a fifth of a window that has a healthy preceding baseline:
+// the whole window's P99, diluted by the healthy minutes around the fault,
+// stays within the baseline rule, but the stretch where the quantile series
+// changed breaches it, and the analysis narrows the window to that stretch
+// and names the cause (a tuning run: a model-wide prefix-cache loss over 4
+// of the last 15 minutes was "no breach" when asked with the earlier half
+// hour as history).
+func TestAnalyzeBreachInsideWindow(t *testing.T) {
+	s := synthScenario{Seed: 41, Duration: time.Hour, FaultFrom: 44 * time.Minute, FaultTo: 50 * time.Minute,
+		Faults: []synthFault{{Kind: "long_prompts", Factor: 0.1}}}
+	an := analyzeScenario(t, s, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	if an.BaselineSource != BaselinePreceding || an.Incident.Status != StatusFiring {
+		t.Fatalf("baseline %s, status %s: want a firing analysis against the preceding baseline", an.BaselineSource, an.Incident.Status)
+	}
+	if !slices.ContainsFunc(an.Incident.Notes, func(n string) bool { return strings.Contains(n, "window narrowed") }) {
+		t.Fatalf("the whole window breached by itself (notes %q): the fault is too strong to test the stretch", an.Incident.Notes)
+	}
+	if w := an.Incident.Window; w.Start.Before(synthStart.Add(40*time.Minute)) || w.End.After(synthStart.Add(55*time.Minute)) {
+		t.Errorf("window %s, want about the fault's 44–50 min", fmtInterval(w))
+	}
+	if top := an.Incident.Culprits[0]; top.Cause != schemas.CauseLongPrompts || !scopeWide(top.Entity) {
+		t.Errorf("top culprit %s %+v, want workload.long_prompts on the model", top.Cause, top.Entity)
+	}
+}

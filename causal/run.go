@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -312,6 +313,11 @@ func (r *run) analyze() error {
 	if r.req.SLO.ThresholdMS == 0 && r.base == nil {
 		r.note("no SLO threshold and no baseline: a breach cannot be declared")
 	}
+	if !r.breach.Breached && rule == "baseline" && r.baseSource == BaselinePreceding {
+		if err := r.breachInside(baseCI); err != nil {
+			return err
+		}
+	}
 	if !r.breach.Breached {
 		return nil
 	}
@@ -320,6 +326,37 @@ func (r *run) analyze() error {
 		r.tailT = r.baseQ.Estimate
 	}
 	return r.attribute()
+}
+
+// breachInside looks, when the whole window does not breach its
+// preceding baseline, for the stretch of it where the quantile series
+// changed (BreachStretch) and judges that stretch against the same
+// baseline: a fault over a third of the window, diluted by the healthy
+// minutes around it, is still a breach of the window. The window narrows
+// to the stretch when it breaches, and stays as it was otherwise.
+func (r *run) breachInside(baseCI *stats.QuantileCI) error {
+	start, end, ok, err := r.breachStart()
+	if err != nil || !ok {
+		return err
+	}
+	stretch := Interval{Start: start, End: end}
+	n, err := r.count(r.whereIn(stretch))
+	if err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
+		return err
+	}
+	q, err := r.quantile(r.whereIn(stretch), n)
+	if err != nil {
+		return err
+	}
+	b := stats.DetectBreach(q, baseCI, &stats.BreachConfig{MinRelIncrease: r.relIncrease()})
+	if !slices.Contains(b.Reasons, "baseline") {
+		return nil
+	}
+	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
+		r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
+	r.win, r.nWin, r.winQ, r.qseries = stretch, n, q, nil
+	r.breach = stats.Breach{Breached: true, Reasons: b.Reasons}
+	return nil
 }
 
 func (r *run) relIncrease() float64 {
