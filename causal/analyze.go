@@ -66,6 +66,10 @@ type Config struct {
 	// BaselineLength is the default baseline: the stretch right before the
 	// window (1h), used when it holds MinBaselineRequests.
 	BaselineLength time.Duration
+	// MinBreachStretch is the shortest stretch of a window that breaches
+	// its preceding baseline on its own while the whole window does not
+	// (2m): shorter, it is a burst of traffic, not where the tail broke.
+	MinBreachStretch time.Duration
 	// KnotQuantiles are the pooled quantiles at which continuous adjusters
 	// get hinge terms ({0.5, 0.75, 0.9, 0.98}).
 	KnotQuantiles []float64
@@ -133,6 +137,7 @@ func DefaultConfig() Config {
 		MinBaselineRequests: 400,
 		MinRelIncrease:      0.2,
 		BaselineLength:      time.Hour,
+		MinBreachStretch:    2 * time.Minute,
 		KnotQuantiles:       []float64{0.5, 0.75, 0.9, 0.98},
 		MinEntityRows:       30,
 		MaxEntities:         64,
@@ -174,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MinRelIncrease >= 0) || math.IsInf(c.MinRelIncrease, 0) {
 		bad("min relative increase %v must be finite and >= 0", c.MinRelIncrease)
+	}
+	if c.MinBreachStretch < 0 {
+		bad("min breach stretch %v must be >= 0", c.MinBreachStretch)
 	}
 	if c.BaselineLength <= 0 {
 		bad("baseline length %v must be > 0", c.BaselineLength)

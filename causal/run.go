@@ -333,10 +333,11 @@ func (r *run) analyze() error {
 // changed (BreachStretch) and judges that stretch against the same
 // baseline: a fault over a third of the window, diluted by the healthy
 // minutes around it, is still a breach of the window. The window narrows
-// to the stretch when it breaches, and stays as it was otherwise.
+// to the stretch when it breaches, and stays as it was otherwise; a
+// stretch shorter than MinBreachStretch is a burst, not judged.
 func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	start, end, ok, err := r.breachStart()
-	if err != nil || !ok {
+	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
 		return err
 	}
 	stretch := Interval{Start: start, End: end}
