@@ -116,6 +116,20 @@ type Config struct {
 	// MaxScopes caps the models one sweep examines (200), the busiest
 	// first; a note names the cut.
 	MaxScopes int
+	// SweepParallel is the number of scopes a sweep analyzes at once (4):
+	// every model's Analyze and entity screen, then the focused analyses
+	// of the entity breaches, with the same answer as one after another
+	// (1). A connection runs one statement at a time and the snapshot is a
+	// temporary table of one connection, so each worker beyond the first
+	// reads a copy of the sweep's snapshot in a session of its own, used
+	// only when it holds the same rows (DESIGN.md); with direct reads the
+	// workers share the Querier, which must then be safe for concurrent
+	// use.
+	SweepParallel int
+	// SweepCopyRows bounds the rows the server holds in those copies
+	// (4,000,000, about 1 GiB): a sweep makes no more copies than fit
+	// (0: none, so a sweep through a snapshot runs one scope at a time).
+	SweepCopyRows int64
 	// FocusShare is the share of a breached scope's window tail one
 	// breached entity must hold for the breach to be that entity's (0.5).
 	FocusShare float64
@@ -151,6 +165,8 @@ func DefaultConfig() Config {
 		EntityAlpha:         0.01,
 		FocusShare:          0.5,
 		MaxScopes:           200,
+		SweepParallel:       4,
+		SweepCopyRows:       4_000_000,
 		Exemplars:           3,
 		Version:             "dev",
 	}
@@ -217,6 +233,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxScopes < 1 {
 		bad("max scopes %d must be >= 1", c.MaxScopes)
+	}
+	if c.SweepParallel < 1 || c.SweepParallel > MaxSweepParallel {
+		bad("sweep parallel %d outside [1,%d]", c.SweepParallel, MaxSweepParallel)
+	}
+	if c.SweepCopyRows < 0 {
+		bad("sweep copy rows %d must be >= 0", c.SweepCopyRows)
 	}
 	if !(c.FocusShare > 0 && c.FocusShare <= 1) {
 		bad("focus share %v outside (0,1]", c.FocusShare)

@@ -24,8 +24,10 @@ func TestConfigValidate(t *testing.T) {
 	c.Causes = []Cause{"nope"}
 	c.SplitShare = 0.9
 	c.QueueDemandRise = -1
+	c.SweepParallel = 0
+	c.SweepCopyRows = -1
 	err := c.Validate()
-	for _, want := range []string{"table", "level", "nope", "split share", "queue demand rise"} {
+	for _, want := range []string{"table", "level", "nope", "split share", "queue demand rise", "sweep parallel 0", "sweep copy rows"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

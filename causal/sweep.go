@@ -85,6 +85,14 @@ type SweepResult struct {
 	QueryTime time.Duration
 	// Reads says whether the sweep's queries read a snapshot or the table.
 	Reads Reads
+	// Workers is the number of workers the scopes (or the entity
+	// breaches) were spread over: Config.SweepParallel, at most one per
+	// scope, fewer when the copies of the snapshot would exceed
+	// Config.SweepCopyRows or one differed. CopyQueries counts the statements,
+	// included in Queries, that made and checked the workers' copies of
+	// the snapshot; the rest of Queries does not depend on the workers.
+	Workers     int
+	CopyQueries int
 
 	ok       *Analysis         // the status-ok answer when nothing broke
 	services map[string]string // model → its one service, where it has one
@@ -134,7 +142,8 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	res := &SweepResult{services: map[string]string{}}
 	// One snapshot of the sweep's rows serves every scope's analyses and
 	// screens (snapshot.go).
-	a, made, release, err := a.withSnapshot(ctx, req.SLO.Scope, out.Covariate(), true, a.coverage(req.Window, req.Baseline))
+	store, cov := a, a.coverage(req.Window, req.Baseline)
+	a, made, release, err := a.withSnapshot(ctx, req.SLO.Scope, out.Covariate(), true, cov)
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
@@ -148,27 +157,27 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	if err != nil {
 		return nil, err
 	}
+	// The scopes are analyzed by up to Config.SweepParallel workers
+	// (sweeppool.go), each result in its own slot, merged below in scope
+	// order: the answer of the sequential loop.
+	pool := newSweepPool(store, a, req.SLO.Scope, out.Covariate(), cov)
+	defer pool.close()
 	type scoped struct {
 		sc       map[string]string
 		an       *Analysis
 		entities []*screened
+		tested   int
+		screenT  time.Duration
 	}
-	var all []*scoped
-	tested := 0
-	for _, sc := range scopes {
+	all := make([]*scoped, len(scopes))
+	err = pool.run(ctx, len(scopes), func(ctx context.Context, a *Analyzer, i int) error {
+		sc := scopes[i]
 		r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline}
 		r.SLO.Scope = sc
 		an, err := a.Analyze(ctx, r)
 		if err != nil {
-			return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
+			return fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
 		}
-		res.Scopes = append(res.Scopes, sc)
-		res.Examined = append(res.Examined, an)
-		if an.Insufficient {
-			res.Insufficient = append(res.Insufficient, sc)
-		}
-		res.Queries += an.Queries
-		res.QueryTime += an.QueryTime
 		s := &scoped{sc: sc, an: an}
 		if an.WindowQuantile.N > 0 {
 			t0 := time.Now()
@@ -179,50 +188,99 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			}
 			ents, n, err := a.screenScope(ctx, sc, req.Window, pre, out.Covariate(), req.SLO.Quantile, an.WindowQuantile.Estimate)
 			if err != nil {
-				return nil, fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
+				return fmt.Errorf("sweep %s: %w", ScopeString(sc), err)
 			}
-			res.Queries += 4 // two GROUP BYs, the lower quantile, the stretches
-			res.QueryTime += time.Since(t0)
-			s.entities = ents
-			tested += n
+			s.entities, s.tested, s.screenT = ents, n, time.Since(t0)
 		}
-		all = append(all, s)
+		all[i] = s
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tested := 0
+	for _, s := range all {
+		an := s.an
+		res.Scopes = append(res.Scopes, s.sc)
+		res.Examined = append(res.Examined, an)
+		if an.Insufficient {
+			res.Insufficient = append(res.Insufficient, s.sc)
+		}
+		res.Queries += an.Queries
+		res.QueryTime += an.QueryTime
+		if an.WindowQuantile.N > 0 {
+			res.Queries += 4 // two GROUP BYs, the lower quantile, the stretches
+			res.QueryTime += s.screenT
+			tested += s.tested
+		}
 	}
 	alpha := a.cfg.EntityAlpha / float64(max(tested, 1))
-	for _, s := range all {
-		breached := pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
+	// Which entity breaches each scope examines, and whether its own
+	// breach comes first (decided from the scope's analysis and screen
+	// alone); then their focused analyses, concurrently; then the
+	// decisions, in scope order.
+	type plan struct {
+		breached             []*screened
+		deferred, scopeFirst bool
+		focus                int // index of its first focused analysis
+	}
+	plans := make([]plan, len(all))
+	var focus []Request
+	for si, s := range all {
+		p := &plans[si]
+		p.breached = pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
 		var totalTail float64
 		for _, e := range s.entities {
 			if e.kind == LevelEngine {
 				totalTail += e.k
 			}
 		}
+		// The scope's breach is one entity's when that entity holds most
+		// of the scope's window tail (deferred: confirmed below, when a
+		// culprit acts on that entity).
+		if s.an.Incident.Status == StatusFiring {
+			if len(p.breached) > 0 && totalTail > 0 && p.breached[0].k >= a.cfg.FocusShare*totalTail {
+				p.deferred = true
+			} else {
+				p.scopeFirst = true
+				p.breached = uncovered(p.breached, s.an.Incident.Culprits)
+			}
+		}
+		p.focus = len(focus)
+		for _, e := range p.breached {
+			w := e.where()
+			r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, Focus: &w}
+			r.SLO.Scope = s.sc
+			r.IncidentID = IncidentID(entityScope(s.sc, w), req.Window.Start)
+			focus = append(focus, r)
+		}
+	}
+	focused := make([]*Analysis, len(focus))
+	err = pool.run(ctx, len(focus), func(ctx context.Context, a *Analyzer, i int) error {
+		an, err := a.Analyze(ctx, focus[i])
+		if err != nil {
+			return fmt.Errorf("sweep %s %s: %w", ScopeString(focus[i].SLO.Scope), EntityString(focus[i].Focus.Entity), err)
+		}
+		focused[i] = an
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for si, s := range all {
+		p := plans[si]
 		scopeBreach := func() {
 			s.an.Incident.Breach = &Where{Level: LevelScope, Entity: scopeEntity(s.sc), Requests: s.an.Incident.Requests,
 				TailRequests: s.an.Incident.TailRequests, ExcessTail: scopeExcess(s.an), TailThresholdMS: s.an.TailThresholdMS}
 			res.Breaches = append(res.Breaches, s.an)
 		}
-		// The scope's breach is one entity's when that entity holds most
-		// of the scope's window tail (deferred: confirmed below, when a
-		// culprit acts on that entity).
-		deferred := false
-		if s.an.Incident.Status == StatusFiring {
-			if len(breached) > 0 && totalTail > 0 && breached[0].k >= a.cfg.FocusShare*totalTail {
-				deferred = true
-			} else {
-				scopeBreach()
-				breached = uncovered(breached, s.an.Incident.Culprits)
-			}
+		deferred := p.deferred
+		if p.scopeFirst {
+			scopeBreach()
 		}
-		for i, e := range breached {
-			w := e.where()
-			r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, Focus: &w}
-			r.SLO.Scope = s.sc
-			r.IncidentID = IncidentID(entityScope(s.sc, w), req.Window.Start)
-			an, err := a.Analyze(ctx, r)
-			if err != nil {
-				return nil, fmt.Errorf("sweep %s %s: %w", ScopeString(s.sc), EntityString(w.Entity), err)
-			}
+		for i := range p.breached {
+			w := *focus[p.focus+i].Focus
+			an := focused[p.focus+i]
 			res.Queries += an.Queries
 			res.QueryTime += an.QueryTime
 			if an.Incident.Status != StatusFiring {
@@ -255,6 +313,11 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			res.Breaches = append(res.Breaches, an)
 		}
 	}
+	// The statements that made and checked the workers' copies of the
+	// snapshot.
+	res.Workers, res.CopyQueries = pool.workers, pool.queries
+	res.Queries += pool.queries
+	res.QueryTime += pool.qtime
 	sort.SliceStable(res.Breaches, func(i, j int) bool { return severity(res.Breaches[i]) > severity(res.Breaches[j]) })
 	// A culprit of a model names its service too (workload and queue
 	// causes are the service's to scale), when the model has one.

@@ -39,6 +39,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	fs.Var(&scopes, "scope", "k=v[,k=v]: one scope to watch (repeatable: one scope each); default: one per --scope-by value seen recently")
 	scopeBy := fs.String("scope-by", "model", "column whose values become scopes when no --scope is given")
 	baseline := fs.Duration("baseline", causal.DefaultConfig().BaselineLength, "default baseline: this long before the window")
+	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "analyze this many of a scope's entity breaches at once (each evaluation sweeps one scope), each beyond the first on a copy of the snapshot in a session of its own; the same answer as 1")
 	once := fs.Bool("once", false, "evaluate once and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause causal [flags]\n\nWatch the tail latency of each scope; open, update and resolve incidents with ranked culprits.\n\nflags:")
@@ -51,7 +52,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	cfg := causal.DefaultConfig()
-	cfg.Version, cfg.Logger, cfg.BaselineLength = version, e.log, *baseline
+	cfg.Version, cfg.Logger, cfg.BaselineLength, cfg.SweepParallel = version, e.log, *baseline, *parallel
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

@@ -379,6 +379,11 @@ func checkFlags(fs *flag.FlagSet) error {
 			}
 		}
 	}
+	if v, ok := get("sweep-parallel"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > causal.MaxSweepParallel {
+			errs = append(errs, fmt.Errorf("--sweep-parallel %s: want 1 to %d at once (1: one after another)", v, causal.MaxSweepParallel))
+		}
+	}
 	if v, ok := get("scope-by"); ok && !slices.Contains(causal.ScopeColumns(), v) {
 		errs = append(errs, fmt.Errorf("--scope-by %q: want one of %s", v, strings.Join(causal.ScopeColumns(), ", ")))
 	}

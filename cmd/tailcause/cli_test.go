@@ -99,6 +99,8 @@ func TestCLIFailsFast(t *testing.T) {
 		{rank("--baseline-from", "2026-11-30T09:30:00Z", "--baseline-to", "2026-11-30T10:30:00Z"), "overlap the window"},
 		{[]string{"causal", "--once", "--quantile", "7"}, "--quantile 7"},
 		{[]string{"causal", "--once", "--slo-ms", "-5"}, "--slo-ms -5"},
+		{rank("--sweep-parallel", "0"), "--sweep-parallel 0: want 1 to 64 at once"},
+		{[]string{"causal", "--once", "--sweep-parallel", "65"}, "--sweep-parallel 65"},
 		{[]string{"causal", "--interval", "-1m"}, "--interval -1m0s: must not be negative"},
 		{rank("--signal", "latency"), `--signal "latency": want e2e_latency, ttft or tpot`},
 		{[]string{"causal", "--scope-by", "modle"}, `--scope-by "modle": want one of`},

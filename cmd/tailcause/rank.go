@@ -114,6 +114,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	fs.Var(&scopes, "scope", "k=v[,k=v]: which requests (repeatable), e.g. model=llama-3-8b; keys: "+strings.Join(causal.ScopeColumns(), ", "))
 	format := fs.String("format", "json", "output: json (the v1 document) or table")
 	store := fs.Bool("store", false, "also write a firing incident to the incidents and culprits tables")
+	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "without --scope: analyze this many models (then entity breaches) at once, each beyond the first on a copy of the snapshot in a session of its own; the same answer as 1 (one at a time)")
 	explain := fs.Bool("explain", false, "also print every candidate cause examined, with its estimate or why it was skipped (to standard error)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way).\n\nflags:")
@@ -158,14 +159,17 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	if b := req.Baseline; b != nil && b.Start.Before(req.Window.End) && req.Window.Start.Before(b.End) {
 		return fmt.Errorf("%w: --baseline-from/--baseline-to overlap the window", errUsage)
 	}
+	cfg := causal.DefaultConfig()
+	cfg.Version, cfg.Logger, cfg.SweepParallel = version, e.log, *parallel
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	st, err := sf.open(ctx, e, schemaCheck)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	db := causal.StoreDB(st)
-	cfg := causal.DefaultConfig()
-	cfg.Version, cfg.Logger = version, e.log
 	an, err := causal.NewAnalyzer(db, cfg)
 	if err != nil {
 		return err
