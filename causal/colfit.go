@@ -45,10 +45,11 @@ var (
 
 // goFits is a run's state of the Go fits.
 type goFits struct {
-	frame *colFrame
-	err   error         // the frame could not be read: SQL for the rest of the run
-	time  time.Duration // spent in the Go passes
-	sql   int           // passes run in SQL
+	frame  *colFrame
+	shared *sharedAtoms  // the shared aggregates come from the frame (colshared.go)
+	err    error         // the frame could not be read: SQL for the rest of the run
+	time   time.Duration // spent in the Go passes
+	sql    int           // passes run in SQL
 }
 
 func (g *goFits) summary() Fits {
@@ -79,6 +80,10 @@ type colFrame struct {
 	perm   [][]int32
 	bytes  int64
 	reads  int
+	// hashAtom is the atom of the uid hash (sharedAtoms.hash): its chunks
+	// are kept as the sampler's 32-bit hashes in hash.
+	hashAtom string
+	hash     [][]uint32
 }
 
 // colPart is one chunk of a Float64 column in the narrowest exact type:
@@ -150,34 +155,40 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 		labels["toString("+f.Expr+")"] = true
 	}
 	if r.gofit.frame == nil {
-		r.gofit.frame = &colFrame{base: base, nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
-		for _, n := range r.a.dag.Nodes() {
-			if n.Categorical && n.Expr != "" && !n.Latent {
-				r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
-				break
-			}
-		}
-		// The first read takes the atoms every design of the run may use,
-		// so that later designs find them.
-		for _, n := range r.a.dag.Nodes() {
-			if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
-				continue
-			}
-			if n.Categorical {
-				labels["toString("+n.Expr+")"] = true
-				continue
-			}
-			tc.compile(n.Covariate()).atoms(nums, labels)
-			tc.compile(n.Treatment()).atoms(nums, labels)
-		}
-		for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
-			tc.compile(x).atoms(nums, labels)
-		}
+		r.newFrame(tc, nums, labels)
 	}
 	if err := r.readFrame(nums, labels); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFrameRead, err)
 	}
 	return r.gofit.frame.bind(g)
+}
+
+// newFrame starts the run's frame and adds to nums and labels the atoms
+// every design of the run may use, so that the first read takes them all.
+func (r *run) newFrame(tc termCompiler, nums, labels map[string]bool) {
+	r.gofit.frame = &colFrame{base: r.pooledWhere(), nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+	for _, n := range r.a.dag.Nodes() {
+		if n.Categorical && n.Expr != "" && !n.Latent {
+			r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
+			break
+		}
+	}
+	// The first read takes the atoms every design of the run may use,
+	// so that later designs find them.
+	for _, n := range r.a.dag.Nodes() {
+		if n.Latent || n.Role == RoleOutcome || n.Expr == "" {
+			continue
+		}
+		if n.Categorical {
+			labels["toString("+n.Expr+")"] = true
+			continue
+		}
+		tc.compile(n.Covariate()).atoms(nums, labels)
+		tc.compile(n.Treatment()).atoms(nums, labels)
+	}
+	for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
+		tc.compile(x).atoms(nums, labels)
+	}
 }
 
 // bind numbers the atoms of g and sets its factors from the frame's
@@ -405,6 +416,19 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 	}
 	if len(raw) != 8*n {
 		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
+	}
+	if num != "" && num == f.hashAtom {
+		h := make([]uint32, n)
+		perm := f.permOf(ci, n)
+		for i := range h {
+			h[i] = uint32(intHash64(le64(raw[8*perm[i]:])))
+		}
+		for len(f.hash) <= ci {
+			f.hash = append(f.hash, nil)
+		}
+		f.hash[ci] = h
+		f.bytes += int64(4 * n)
+		return nil
 	}
 	// Classify first, then decode into the narrowest type (no float64
 	// copy of a column kept as bytes or float32).
