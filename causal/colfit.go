@@ -87,7 +87,8 @@ type colFrame struct {
 }
 
 // colPart is one chunk of a Float64 column in the narrowest exact type:
-// 0/1 as bytes, float32 when every value converts back unchanged.
+// bytes (0/1, or any UInt8 read as one), float32 when every value converts
+// back unchanged.
 type colPart struct {
 	f64 []float64
 	f32 []float32
@@ -276,19 +277,37 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		return nil
 	}
 	from := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	// The type of each numeric atom's argument (toFloat64(x): x's), asked
+	// with the labels: an atom whose values are bytes or float32 is read
+	// as such (narrowAtom), an eighth or half of the bytes of a Float64.
+	var typed []string // the atoms whose argument's type is asked
+	types := map[string]string{}
 	if len(newLabels) > 0 {
 		sel := make([]string, len(newLabels))
 		for i, a := range newLabels {
 			sel[i] = "arraySort(groupUniqArray(" + a + "))"
 		}
+		for _, a := range newNums {
+			if args, ok := callArgs(a, "toFloat64"); ok && len(args) == 1 && a != f.hashAtom {
+				typed = append(typed, a)
+				sel = append(sel, "any(toTypeName("+args[0]+"))")
+			}
+		}
 		dicts := make([][]string, len(newLabels))
-		dest := make([]any, len(newLabels))
+		names := make([]string, len(typed))
+		dest := make([]any, 0, len(newLabels)+len(typed))
 		for i := range dicts {
-			dest[i] = &dicts[i]
+			dest = append(dest, &dicts[i])
+		}
+		for i := range names {
+			dest = append(dest, &names[i])
 		}
 		q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from
 		if err := r.query("frame labels", q, func(rows Rows) error { return rows.Scan(dest...) }); err != nil {
 			return err
+		}
+		for i, a := range typed {
+			types[a] = names[i]
 		}
 		for i, a := range newLabels {
 			lc := &labelCol{dict: dicts[i], code: map[string]uint32{}}
@@ -302,6 +321,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		sql   string // selected expression
 		num   string // the Float64 atom, or
 		label string // the label whose codes it carries
+		width int    // bytes per value of a numeric atom: 8, 4 (Float32) or 1 (UInt8)
 	}
 	var cols []col
 	for _, a := range newLabels {
@@ -313,7 +333,8 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
 	}
 	for _, a := range newNums {
-		cols = append(cols, col{sql: a, num: a})
+		sql, width := narrowAtom(a, types[a])
+		cols = append(cols, col{sql: sql, num: a, width: width})
 	}
 	rows := 0
 	for _, n := range f.chunks {
@@ -372,7 +393,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 				}
 			}
 			for i, c := range batch {
-				if err := f.store(c.num, c.label, int(ci), int(n), bufs[i]); err != nil {
+				if err := f.store(c.num, c.label, c.width, int(ci), int(n), bufs[i]); err != nil {
 					return err
 				}
 			}
@@ -395,8 +416,27 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	return nil
 }
 
-// store keeps chunk ci (n rows) of an atom from its raw little-endian bytes.
-func (f *colFrame) store(num, label string, ci, n int, raw string) error {
+// narrowAtom is what a frame read selects for numeric atom a (toFloat64
+// of an expression of type typ), and its bytes per value: a UInt8 or Bool
+// as UInt8, a Float32 or an integer of at most 16 bits as Float32 (every
+// such value is exact in both), anything else as the Float64 itself.
+func narrowAtom(a, typ string) (string, int) {
+	args, ok := callArgs(a, "toFloat64")
+	if !ok || len(args) != 1 {
+		return a, 8
+	}
+	switch typ {
+	case "UInt8", "Bool":
+		return "toUInt8(" + args[0] + ")", 1
+	case "Float32", "Int8", "Int16", "UInt16":
+		return "toFloat32(" + args[0] + ")", 4
+	}
+	return a, 8
+}
+
+// store keeps chunk ci (n rows) of an atom from its raw little-endian
+// bytes, width bytes per value of a numeric atom (narrowAtom).
+func (f *colFrame) store(num, label string, width, ci, n int, raw string) error {
 	if label != "" {
 		if len(raw) != 4*n {
 			return fmt.Errorf("frame read %s: %d bytes for %d rows", label, len(raw), n)
@@ -414,8 +454,29 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 		f.bytes += int64(4 * n)
 		return nil
 	}
-	if len(raw) != 8*n {
+	if width == 0 {
+		width = 8
+	}
+	if len(raw) != width*n {
 		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
+	}
+	if width < 8 {
+		var p colPart
+		perm := f.permOf(ci, n)
+		if width == 1 {
+			p.u8 = make([]uint8, n)
+			for i := range p.u8 {
+				p.u8[i] = raw[perm[i]]
+			}
+		} else {
+			p.f32 = make([]float32, n)
+			for i := range p.f32 {
+				p.f32[i] = math.Float32frombits(le32(raw[4*perm[i]:]))
+			}
+		}
+		f.bytes += int64(width * n)
+		f.putPart(num, ci, p)
+		return nil
 	}
 	if num != "" && num == f.hashAtom {
 		h := make([]uint32, n)
@@ -465,13 +526,18 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 		}
 		f.bytes += int64(8 * n)
 	}
+	f.putPart(num, ci, p)
+	return nil
+}
+
+// putPart keeps p as chunk ci of atom num.
+func (f *colFrame) putPart(num string, ci int, p colPart) {
 	parts := f.nums[num]
 	if len(parts) <= ci {
 		parts = append(parts, make([]colPart, ci+1-len(parts))...)
 	}
 	parts[ci] = p
 	f.nums[num] = parts
-	return nil
 }
 
 // sortChunk sets the order of chunk ci (n rows) from the codes of the
@@ -971,7 +1037,8 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 		for i := range e {
 			e[i] = make([]float64, fitBlock)
 		}
-		u, h, wv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
+		u, h, dv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
+		var ptrs []*float64
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
 			n := min(fitBlock, f.chunks[ci]-lo)
 			if b.fill(f, g, ci, lo, n) == 0 {
@@ -987,7 +1054,7 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 			x := func(j int) []float64 { return b.cols[j][:n] }
 			grp := b.grp[:n]
 			// The factor levels' terms, row by row (0 without factors).
-			uu, hh, ww := u[:n], h[:n], wv[:n]
+			uu, hh := u[:n], h[:n]
 			for i := range uu {
 				uu[i], hh[i] = 0, 0
 			}
@@ -1045,15 +1112,9 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 				axpy(uu, a[j], x(j))
 			}
 			for j := 0; j < c; j++ {
-				xj := x(j)
-				floats.ScaleTo(ww, twoA[j][j], xj)
-				for l := j + 1; l < c; l++ {
-					axpy(ww, twoA[j][l], x(l))
-				}
-				for i, xv := range xj {
-					hh[i] += xv * ww[i]
-				}
+				ptrs = quad(hh, b.cols[j:c], twoA[j][j:], 0, n, ptrs)
 			}
+			dd := dv[:n]
 			for i, hv := range hh {
 				if grp[i] < 0 {
 					continue
@@ -1062,13 +1123,22 @@ func (f *colFrame) meats(g *goDesign, fits []*OLS, coef int) []float64 {
 				if hv > ac.hmax {
 					ac.hmax = hv
 				}
-				d := 1 / ((1 - hv) * (1 - hv))
-				for kk := range e {
-					ev := e[kk][i]
+				dd[i] = 1 / ((1 - hv) * (1 - hv))
+			}
+			// Each outcome's sums in registers, over the rows in order (the
+			// same additions as row by row).
+			for kk := range e {
+				ek := e[kk][:n]
+				s0, s3 := ac.v0[kk], ac.v3[kk]
+				for i, ev := range ek {
+					if grp[i] < 0 {
+						continue
+					}
 					t := ev * ev * uu[i] * uu[i]
-					ac.v0[kk] += t
-					ac.v3[kk] += t * d
+					s0 += t
+					s3 += t * dd[i]
 				}
+				ac.v0[kk], ac.v3[kk] = s0, s3
 			}
 		}
 	})
@@ -1166,6 +1236,22 @@ func le64(s string) uint64 {
 	_ = s[7]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// quadGo is quad in Go: w = a[0]·x[0], w += a[l]·x[l] (axpy), h += x[0]·w.
+func quadGo(h []float64, x [][]float64, a []float64, lo, hi int, ptrs []*float64) []*float64 {
+	if hi <= lo {
+		return ptrs
+	}
+	w := make([]float64, hi-lo)
+	floats.ScaleTo(w, a[0], x[0][lo:hi])
+	for l := 1; l < len(a); l++ {
+		axpy(w, a[l], x[l][lo:hi])
+	}
+	for i, xv := range x[0][lo:hi] {
+		h[lo+i] += xv * w[i]
+	}
+	return ptrs
 }
 
 // hingeGo is hinge in Go.
