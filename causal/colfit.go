@@ -84,6 +84,54 @@ type colFrame struct {
 	// are kept as the sampler's 32-bit hashes in hash.
 	hashAtom string
 	hash     [][]uint32
+	// derive: the first read numbers each row's placement group (host,
+	// pod, engine, gpu, model; placeAtom, one code of at most a few
+	// bytes) and computes from it every label that is a function of those
+	// columns (derived: per label, its code of each group) instead of
+	// reading the label itself.
+	derive    bool
+	placeAtom string
+	derived   map[string][]uint32
+}
+
+// placeColumns are the columns of a placement group.
+var placeColumns = [5]string{"host", "pod", "engine", "gpu", "model"}
+
+// placeLabel evaluates label a (toString(E)) of a placement group g when E
+// is one of placeColumns or a concat of them and string literals.
+func placeLabel(a string, g [5]string) (string, bool) {
+	if a == "toString("+placeExpr+")" {
+		return strings.Join(g[:], "\x1f"), true
+	}
+	args, ok := callArgs(a, "toString")
+	if !ok || len(args) != 1 {
+		return "", false
+	}
+	e := strings.TrimSpace(args[0])
+	parts := []string{e}
+	if cs, ok := callArgs(e, "concat"); ok {
+		parts = cs
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		p = unwrap(strings.TrimSpace(p))
+		if in, ok := callArgs(p, "toString"); ok && len(in) == 1 {
+			p = strings.TrimSpace(in[0])
+		}
+		if lit, ok := unquote(p); ok {
+			if strings.Contains(strings.NewReplacer(`\\`, "", `\'`, "").Replace(p), `\`) {
+				return "", false // an escape unquote does not read as ClickHouse does
+			}
+			b.WriteString(lit)
+			continue
+		}
+		i := slices.Index(placeColumns[:], p)
+		if i < 0 {
+			return "", false
+		}
+		b.WriteString(g[i])
+	}
+	return b.String(), true
 }
 
 // colPart is one chunk of a Float64 column in the narrowest exact type:
@@ -257,6 +305,14 @@ func (r *run) termCompiler() termCompiler {
 	return termCompiler{labels: labels}
 }
 
+// col is one column of a frame read.
+type col struct {
+	sql   string // selected expression
+	num   string // the Float64 atom, or
+	label string // the label whose codes it carries
+	width int    // bytes per value of a numeric atom: 8, 4 (Float32) or 1 (UInt8)
+}
+
 // readFrame reads the atoms the frame lacks.
 func (r *run) readFrame(nums, labels map[string]bool) error {
 	f := r.gofit.frame
@@ -282,12 +338,22 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	// as such (narrowAtom), an eighth or half of the bytes of a Float64.
 	var typed []string // the atoms whose argument's type is asked
 	types := map[string]string{}
+	var place *col // the first read's placement group codes (derive)
+	if f.derive && f.chunks == nil && f.derived == nil {
+		var err error
+		if place, newLabels, err = r.placeGroups(from, newLabels, newNums, types); err != nil {
+			return err
+		}
+	}
 	if len(newLabels) > 0 {
 		sel := make([]string, len(newLabels))
 		for i, a := range newLabels {
 			sel[i] = "arraySort(groupUniqArray(" + a + "))"
 		}
 		for _, a := range newNums {
+			if place != nil {
+				break // asked with the placement groups
+			}
 			if args, ok := callArgs(a, "toFloat64"); ok && len(args) == 1 && a != f.hashAtom {
 				typed = append(typed, a)
 				sel = append(sel, "any(toTypeName("+args[0]+"))")
@@ -317,13 +383,10 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 			f.labels[a] = lc
 		}
 	}
-	type col struct {
-		sql   string // selected expression
-		num   string // the Float64 atom, or
-		label string // the label whose codes it carries
-		width int    // bytes per value of a numeric atom: 8, 4 (Float32) or 1 (UInt8)
-	}
 	var cols []col
+	if place != nil {
+		cols = append(cols, *place) // first: the order of every chunk may follow from it
+	}
 	for _, a := range newLabels {
 		lc := f.labels[a]
 		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
@@ -387,12 +450,28 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 				checks = append(checks, make([]uint64, int(ci)+1-len(checks))...)
 			}
 			chunks[ci], checks[ci] = int(n), check
+			var groups []uint32 // the rows' placement group codes (place)
 			for i, c := range batch {
 				if first && c.label != "" && c.label == f.sortBy {
 					f.sortChunk(int(ci), int(n), bufs[i], len(f.labels[c.label].dict))
 				}
+				if place != nil && c.num == place.num {
+					var err error
+					if groups, err = decodeCodes(bufs[i], c.width, int(n)); err != nil {
+						return err
+					}
+					if by := f.derived[f.sortBy]; first && by != nil {
+						f.sortCodes(int(ci), groups, by, len(f.labels[f.sortBy].dict))
+					}
+				}
 			}
 			for i, c := range batch {
+				if place != nil && c.num == place.num {
+					if err := f.deriveLabels(int(ci), groups); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := f.store(c.num, c.label, c.width, int(ci), int(n), bufs[i]); err != nil {
 					return err
 				}
@@ -565,6 +644,154 @@ func (f *colFrame) sortChunk(ci, n int, raw string, dict int) {
 	}
 	f.perm[ci] = perm
 	f.bytes += int64(4 * n)
+}
+
+// sortCodes is sortChunk for a label derived from the rows' placement
+// groups: row i's code is by[groups[i]−1].
+func (f *colFrame) sortCodes(ci int, groups, by []uint32, dict int) {
+	raw := make([]byte, 4*len(groups))
+	for i, g := range groups {
+		c := uint32(0)
+		if g >= 1 && int(g) <= len(by) {
+			c = by[g-1]
+		}
+		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
+	}
+	f.sortChunk(ci, len(groups), string(raw), dict)
+}
+
+// decodeCodes reads n unsigned codes of width bytes (1, 4: Float32, 8:
+// Float64) from raw.
+func decodeCodes(raw string, width, n int) ([]uint32, error) {
+	if len(raw) != width*n {
+		return nil, fmt.Errorf("frame read: %d bytes of placement groups for %d rows", len(raw), n)
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		switch width {
+		case 1:
+			out[i] = uint32(raw[i])
+		case 4:
+			out[i] = uint32(math.Float32frombits(le32(raw[4*i:])))
+		default:
+			out[i] = uint32(math.Float64frombits(le64(raw[8*i:])))
+		}
+	}
+	return out, nil
+}
+
+// deriveLabels sets chunk ci of every derived label from its rows'
+// placement groups (in the read's order; the chunk's order applied).
+func (f *colFrame) deriveLabels(ci int, groups []uint32) error {
+	perm := f.permOf(ci, len(groups))
+	for a, by := range f.derived {
+		lc := f.labels[a]
+		if len(lc.parts) <= ci {
+			lc.parts = append(lc.parts, make([][]uint32, ci+1-len(lc.parts))...)
+		}
+		p := make([]uint32, len(groups))
+		for i := range p {
+			g := groups[perm[i]]
+			if g < 1 || int(g) > len(by) {
+				return fmt.Errorf("frame read: placement group %d of %d", g, len(by))
+			}
+			p[i] = by[g-1]
+		}
+		lc.parts[ci] = p
+		f.bytes += int64(4 * len(p))
+	}
+	return nil
+}
+
+// placeGroups reads the placement groups of the frame's rows (with the
+// types of the numeric atoms' arguments, for narrowAtom), numbers them,
+// and registers every label of labels that is a function of them
+// (placeLabel) as derived; it returns the column of the rows' group codes
+// and the labels still to read. Two groups of one cityHash64 (never seen)
+// fail the read: the fits then run in SQL.
+func (r *run) placeGroups(from string, labels, nums []string, types map[string]string) (*col, []string, error) {
+	f := r.gofit.frame
+	sel := []string{"toString(host)", "toString(pod)", "toString(engine)", "toString(gpu)", "toString(model)", "cityHash64(host, pod, engine, gpu, model)"}
+	var typed []string
+	for _, a := range nums {
+		if args, ok := callArgs(a, "toFloat64"); ok && len(args) == 1 && a != f.hashAtom {
+			typed = append(typed, a)
+			sel = append(sel, "any(toTypeName("+args[0]+"))")
+		}
+	}
+	type group struct {
+		cols [5]string
+		hash uint64
+	}
+	var groups []group
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " GROUP BY host, pod, engine, gpu, model"
+	err := r.query("frame placement groups", q, func(rows Rows) error {
+		var g group
+		names := make([]string, len(typed))
+		dest := []any{&g.cols[0], &g.cols[1], &g.cols[2], &g.cols[3], &g.cols[4], &g.hash}
+		for i := range names {
+			dest = append(dest, &names[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		groups = append(groups, g)
+		for i, a := range typed {
+			types[a] = names[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(groups) == 0 {
+		return nil, labels, nil
+	}
+	slices.SortFunc(groups, func(a, b group) int { return slices.Compare(a.cols[:], b.cols[:]) })
+	hs, codes := make([]string, len(groups)), make([]string, len(groups))
+	seen := map[uint64]bool{}
+	for i, g := range groups {
+		if seen[g.hash] {
+			return nil, nil, fmt.Errorf("two placement groups hash to %d", g.hash)
+		}
+		seen[g.hash] = true
+		hs[i], codes[i] = strconv.FormatUint(g.hash, 10), strconv.Itoa(i+1)
+	}
+	f.derived = map[string][]uint32{}
+	var rest []string
+	for _, a := range labels {
+		by := make([]uint32, len(groups))
+		vals := make([]string, len(groups))
+		ok := true
+		for i, g := range groups {
+			if vals[i], ok = placeLabel(a, g.cols); !ok {
+				break
+			}
+		}
+		if !ok {
+			rest = append(rest, a)
+			continue
+		}
+		dict := slices.Compact(slices.Sorted(slices.Values(vals))) // arraySort(groupUniqArray(a))
+		lc := &labelCol{dict: dict, code: map[string]uint32{}}
+		for j, l := range dict {
+			lc.code[l] = uint32(j + 1)
+		}
+		for i, v := range vals {
+			by[i] = lc.code[v]
+		}
+		f.labels[a], f.derived[a] = lc, by
+	}
+	expr := "transform(cityHash64(host, pod, engine, gpu, model), [" + strings.Join(hs, ", ") + "], [" + strings.Join(codes, ", ") + "], 0)"
+	c := &col{sql: "toFloat64(" + expr + ")", num: "\x00placement groups", width: 8}
+	switch {
+	case len(groups) < 256:
+		c.sql, c.width = "toUInt8("+expr+")", 1
+	case len(groups) < 1<<24:
+		c.sql, c.width = "toFloat32("+expr+")", 4
+	}
+	f.placeAtom = c.num
+	return c, rest, nil
 }
 
 // permOf is the order of chunk ci: its permutation, or the identity.

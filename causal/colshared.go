@@ -78,6 +78,7 @@ func (r *run) sharedFromFrame() (bool, error) {
 	sa.terms = map[string]*colTerm{}
 	r.newFrame(tc, nums, labels)
 	r.gofit.frame.hashAtom = sa.hash
+	r.gofit.frame.derive = true
 	if err := r.readFrame(nums, labels); err != nil {
 		r.note("the fits run in SQL: %v", err)
 		r.gofit.err = fmt.Errorf("%w: %w: %v", errNoGoFit, errFrameRead, err)
@@ -219,6 +220,7 @@ func (r *run) frameQuantiles(names []string) {
 		covs[i] = sa.term(tc, n.Covariate())
 	}
 	out := make([]*nodeQuantiles, len(names))
+	ix := f.gridIndex(sa.win, r.base != nil)
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(names)))
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -227,7 +229,9 @@ func (r *run) frameQuantiles(names []string) {
 			defer wg.Done()
 			buf := f.frameBufs(2)
 			for i := w; i < len(names); i += workers {
-				out[i] = f.nodeGrids(covs[i], sa.win, r.base != nil, buf)
+				if out[i] = f.nodeGridsIndexed(covs[i], ix, buf); out[i] == nil {
+					out[i] = f.nodeGrids(covs[i], sa.win, r.base != nil, buf)
+				}
 			}
 		}()
 	}
@@ -238,13 +242,247 @@ func (r *run) frameQuantiles(names []string) {
 	}
 }
 
+// gridIndex is what the grids of every node share: each row's set
+// (gridWin, gridBase or neither), the degree histograms of the three sets
+// over all rows, and the rows whose hash has at least lo low zero bits,
+// lo the smallest of the sets' degrees. A node's finite values are fewer,
+// so its degrees are at most these; when none is below lo, its samples
+// are all among those rows (nodeGridsIndexed).
+type gridIndex struct {
+	hist [3][33]int
+	set  [][]uint8
+	lo   int
+	rows [][]int32
+}
+
+const (
+	gridBase = 1 << iota
+	gridWin
+)
+
+func (f *colFrame) gridIndex(win string, base bool) *gridIndex {
+	ix := &gridIndex{set: make([][]uint8, len(f.chunks)), rows: make([][]int32, len(f.chunks))}
+	buf := make([]float64, 0, frameChunk)
+	for ci := range f.chunks {
+		w := f.frameCol(win, ci, buf[:cap(buf)])
+		set := make([]uint8, len(w))
+		for i, hv := range f.hash[ci] {
+			c := bits.TrailingZeros32(hv)
+			ix.hist[2][c]++
+			if w[i] != 0 {
+				set[i] = gridWin
+				ix.hist[1][c]++
+			} else if base {
+				set[i] = gridBase
+				ix.hist[0][c]++
+			}
+		}
+		ix.set[ci] = set
+	}
+	ix.lo = 32
+	for s := range ix.hist {
+		if d, n := degree(&ix.hist[s]); n > 0 {
+			ix.lo = min(ix.lo, d)
+		}
+	}
+	for ci := range f.chunks {
+		var rows []int32
+		for i, hv := range f.hash[ci] {
+			if bits.TrailingZeros32(hv) >= ix.lo {
+				rows = append(rows, int32(i))
+			}
+		}
+		ix.rows[ci] = rows
+	}
+	return ix
+}
+
+// degree is the smallest skip degree d whose kept values (hash with d low
+// zero bits) number at most reservoirSize, and the number of values.
+func degree(hist *[33]int) (deg, n int) {
+	deg, kept := 32, 0
+	for d := 32; d >= 0; d-- {
+		if kept += hist[d]; kept > reservoirSize {
+			break
+		}
+		deg = d
+	}
+	for _, c := range hist {
+		n += c
+	}
+	return deg, n
+}
+
+// nodeGridsIndexed is nodeGrids through ix: the histograms less the rows
+// where cov is not finite, then the samples from ix.rows alone; nil when
+// a set's degree falls below ix.lo (nodeGrids then).
+func (f *colFrame) nodeGridsIndexed(cov *colTerm, ix *gridIndex, buf [][]float64) *nodeQuantiles {
+	hist := ix.hist
+	for ci := range f.chunks {
+		hs, set := f.hash[ci], ix.set[ci]
+		f.nonFinite(cov, ci, buf[0], func(i int) {
+			c := bits.TrailingZeros32(hs[i])
+			hist[2][c]--
+			switch set[i] {
+			case gridWin:
+				hist[1][c]--
+			case gridBase:
+				hist[0][c]--
+			}
+		})
+	}
+	var mask [3]uint32
+	var cnt [3]float64
+	for s := range hist {
+		deg, n := degree(&hist[s])
+		if n > 0 && deg < ix.lo {
+			return nil
+		}
+		mask[s] = math.MaxUint32
+		if deg < 32 {
+			mask[s] = 1<<deg - 1
+		}
+		cnt[s] = float64(n)
+	}
+	var samples [3][]gridSample
+	for ci, rows := range ix.rows {
+		hs, set := f.hash[ci], ix.set[ci]
+		for _, i := range rows {
+			x := f.termAt(cov, ci, int(i))
+			if x-x != 0 {
+				continue
+			}
+			h := hs[i]
+			if h&mask[2] == 0 {
+				samples[2] = append(samples[2], gridSample{x, h})
+			}
+			switch set[i] {
+			case gridWin:
+				if h&mask[1] == 0 {
+					samples[1] = append(samples[1], gridSample{x, h})
+				}
+			case gridBase:
+				if h&mask[0] == 0 {
+					samples[0] = append(samples[0], gridSample{x, h})
+				}
+			}
+		}
+	}
+	return gridsOf(samples, cnt)
+}
+
+// gridSample is one value the sampler keeps, with its hash.
+type gridSample struct {
+	v float64
+	h uint32
+}
+
+// gridsOf sorts each set's samples by (value, hash) and interpolates
+// them at gridProbs; cnt are the sets' numbers of values.
+func gridsOf(samples [3][]gridSample, cnt [3]float64) *nodeQuantiles {
+	var grids [3][]float64
+	for s, ss := range samples {
+		slices.SortFunc(ss, func(a, b gridSample) int {
+			switch {
+			case a.v < b.v:
+				return -1
+			case a.v > b.v:
+				return 1
+			}
+			return cmp.Compare(a.h, b.h)
+		})
+		g := make([]float64, len(gridProbs))
+		for i, p := range gridProbs {
+			g[i] = interpolated(len(ss), p, func(k int) float64 { return ss[k].v })
+		}
+		grids[s] = g
+	}
+	return &nodeQuantiles{base: grids[0], win: grids[1], pooled: grids[2], nBase: cnt[0], nWin: cnt[1]}
+}
+
+// nonFinite calls visit with every row of chunk ci where t is not finite:
+// an atom's (or 1 − an atom's) stored values are scanned as they are.
+func (f *colFrame) nonFinite(t *colTerm, ci int, buf []float64, visit func(i int)) {
+	a := t
+	if a.kind == termOneMinus {
+		a = a.args[0]
+	}
+	if a.kind == termAtom {
+		p := f.nums[a.atom][ci]
+		switch {
+		case p.u8 != nil:
+		case p.f32 != nil:
+			for i, x := range p.f32 {
+				if x-x != 0 {
+					visit(i)
+				}
+			}
+		default:
+			for i, x := range p.f64 {
+				if x-x != 0 {
+					visit(i)
+				}
+			}
+		}
+		return
+	}
+	for i, x := range f.evalTerm(t, ci, buf) {
+		if x-x != 0 {
+			visit(i)
+		}
+	}
+}
+
+// termAt is t at row i of chunk ci, as evalTerm computes it.
+func (f *colFrame) termAt(t *colTerm, ci, i int) float64 {
+	switch t.kind {
+	case termAtom:
+		p := f.nums[t.atom][ci]
+		switch {
+		case p.u8 != nil:
+			return float64(p.u8[i])
+		case p.f32 != nil:
+			return float64(p.f32[i])
+		}
+		return p.f64[i]
+	case termConst:
+		return t.v
+	case termEq:
+		lc := f.labels[t.atom]
+		if want, ok := lc.code[t.lit]; ok && lc.parts[ci][i] == want {
+			return 1
+		}
+		return 0
+	case termHinge:
+		if d := f.termAt(t.args[0], ci, i) - t.v; d > 0 {
+			return d
+		}
+		return 0
+	case termGuard:
+		if v := f.termAt(t.args[0], ci, i); v-v == 0 {
+			return v
+		}
+		return 0
+	case termProd:
+		v := f.termAt(t.args[0], ci, i)
+		for _, a := range t.args[1:] {
+			v *= f.termAt(a, ci, i)
+		}
+		return v
+	case termOneMinus:
+		return 1 - f.termAt(t.args[0], ci, i)
+	case termFinite:
+		if v := f.termAt(t.args[0], ci, i); v-v == 0 {
+			return 1
+		}
+		return 0
+	}
+	return math.NaN()
+}
+
 // nodeGrids is frameQuantiles for one node's values cov: its grids over
 // the baseline (set 0, when base), window (1) and pooled (2) rows.
 func (f *colFrame) nodeGrids(cov *colTerm, win string, base bool, buf [][]float64) *nodeQuantiles {
-	type sample struct {
-		v float64
-		h uint32
-	}
 	var hist [3][33]int
 	for ci := range f.chunks {
 		v := f.evalTerm(cov, ci, buf[0])
@@ -266,24 +504,14 @@ func (f *colFrame) nodeGrids(cov *colTerm, win string, base bool, buf [][]float6
 	var mask [3]uint32
 	var cnt [3]float64
 	for s := range hist {
-		// The smallest degree d whose kept values (hash with d low zero
-		// bits) are at most reservoirSize.
-		deg, kept := 32, 0
-		for d := 32; d >= 0; d-- {
-			if kept += hist[s][d]; kept > reservoirSize {
-				break
-			}
-			deg = d
-		}
+		deg, n := degree(&hist[s])
 		mask[s] = math.MaxUint32
 		if deg < 32 {
 			mask[s] = 1<<deg - 1
 		}
-		for _, c := range hist[s] {
-			cnt[s] += float64(c)
-		}
+		cnt[s] = float64(n)
 	}
-	var samples [3][]sample
+	var samples [3][]gridSample
 	for ci := range f.chunks {
 		v := f.evalTerm(cov, ci, buf[0])
 		w := f.frameCol(win, ci, buf[1])
@@ -294,35 +522,18 @@ func (f *colFrame) nodeGrids(cov *colTerm, win string, base bool, buf [][]float6
 			}
 			h := hs[i]
 			if h&mask[2] == 0 {
-				samples[2] = append(samples[2], sample{x, h})
+				samples[2] = append(samples[2], gridSample{x, h})
 			}
 			if w[i] != 0 {
 				if h&mask[1] == 0 {
-					samples[1] = append(samples[1], sample{x, h})
+					samples[1] = append(samples[1], gridSample{x, h})
 				}
 			} else if base && h&mask[0] == 0 {
-				samples[0] = append(samples[0], sample{x, h})
+				samples[0] = append(samples[0], gridSample{x, h})
 			}
 		}
 	}
-	var grids [3][]float64
-	for s, ss := range samples {
-		slices.SortFunc(ss, func(a, b sample) int {
-			switch {
-			case a.v < b.v:
-				return -1
-			case a.v > b.v:
-				return 1
-			}
-			return cmp.Compare(a.h, b.h)
-		})
-		g := make([]float64, len(gridProbs))
-		for i, p := range gridProbs {
-			g[i] = interpolated(len(ss), p, func(k int) float64 { return ss[k].v })
-		}
-		grids[s] = g
-	}
-	return &nodeQuantiles{base: grids[0], win: grids[1], pooled: grids[2], nBase: cnt[0], nWin: cnt[1]}
+	return gridsOf(samples, cnt)
 }
 
 // reservoirSize is quantilesDeterministic's sample (ClickHouse's
