@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ import (
 // database (a KV fault on one engine and a thermal throttle on one GPU in
 // the second hour) and returns an analyzer over it and the request for the
 // second hour (the first is the baseline).
-func benchData(b *testing.B, n int) (*Analyzer, Request) {
+func benchData(b testing.TB, n int) (*Analyzer, Request) {
 	b.Helper()
 	st := chstoretest.Fresh(b)
 	ctx := context.Background()
@@ -128,6 +130,10 @@ func plainScan(b *testing.B, a *Analyzer, req Request) time.Duration {
 
 func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.Helper()
+	// The tests compare the frame's shared aggregates with their queries;
+	// a benchmark measures the analysis alone.
+	defer func(c bool) { checkSharedSQL = c }(checkSharedSQL)
+	checkSharedSQL = false
 	ldb, _ := a.db.(*loggedDB)
 	if ldb != nil {
 		ldb.prefix, ldb.n = fmt.Sprintf("scan-%d", time.Now().UnixNano()), 0
@@ -145,6 +151,19 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.ReportAllocs()
 	var an *Analysis
 	var err error
+	// TAILCAUSE_BENCH_CPUPROFILE=file profiles the analyses alone (not
+	// the data's insertion, as -cpuprofile would).
+	if path := os.Getenv("TAILCAUSE_BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%s", path, strings.NewReplacer("/", "_", "=", "").Replace(b.Name())))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpu0 := processCPU()
 	b.ResetTimer()
 	for b.Loop() {
@@ -153,6 +172,9 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 		}
 	}
 	b.StopTimer()
+	if os.Getenv("TAILCAUSE_BENCH_CPUPROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
 	b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "go-cpu-s/op")
 	b.ReportMetric(an.Fits.Go.Seconds(), "go-fits-s")
 	b.ReportMetric(float64(an.Fits.FrameBytes)/(1<<20), "go-frame-MiB")

@@ -199,7 +199,11 @@ func (r *run) attribute() error {
 		c.adjust = z
 		c.cand.AdjustedFor = append([]string{}, z...)
 	}
-	if err := r.queryQuantiles(); err != nil {
+	shared, err := r.sharedFromFrame()
+	if err != nil {
+		return err
+	}
+	if err := r.queryQuantiles(shared); err != nil {
 		return err
 	}
 	for _, c := range r.causes {
@@ -226,10 +230,10 @@ func (r *run) attribute() error {
 			c.label = c.node.Exposed
 		}
 	}
-	if err := r.queryPlacements(); err != nil {
+	if err := r.queryPlacements(shared); err != nil {
 		return err
 	}
-	if err := r.queryAffected(); err != nil {
+	if err := r.queryAffected(shared); err != nil {
 		return err
 	}
 	if err := r.queryTop(0); err != nil {
@@ -431,7 +435,10 @@ func ancestors(g *dag.DAG, of string) map[string]bool {
 // quantilesDeterministic keeps memory bounded (a reservoir of 8192 per
 // state) and the answer reproducible (the sample is chosen by a hash of
 // the request uid).
-func (r *run) queryQuantiles() error {
+//
+// With shared, they are computed from the frame instead (frameQuantiles),
+// and the query runs only under checkSharedSQL, to compare.
+func (r *run) queryQuantiles(shared bool) error {
 	r.quant = map[string]*nodeQuantiles{}
 	var names []string
 	seen := map[string]bool{}
@@ -457,6 +464,24 @@ func (r *run) queryQuantiles() error {
 	if len(names) == 0 {
 		return nil
 	}
+	if shared {
+		r.frameQuantiles(names)
+		if !checkSharedSQL {
+			return nil
+		}
+		got := r.quant
+		defer func() { r.quant = got }()
+		if err := r.queryQuantiles(false); err != nil {
+			return err
+		}
+		for _, name := range names {
+			a, b := got[name], r.quant[name]
+			if !sameFloats(a.base, b.base) || !sameFloats(a.win, b.win) || !sameFloats(a.pooled, b.pooled) || a.nBase != b.nBase || a.nWin != b.nWin {
+				return fmt.Errorf("the frame's quantile grids of %s differ from the query's: %v %v %v %v %v, query %v %v %v %v %v", name, a.nBase, a.nWin, a.base, a.win, a.pooled, b.nBase, b.nWin, b.base, b.win, b.pooled)
+			}
+		}
+		return nil
+	}
 	levels := make([]string, len(gridProbs))
 	for i, p := range gridProbs {
 		levels[i] = dag.FormatFloat(p)
@@ -472,9 +497,9 @@ func (r *run) queryQuantiles() error {
 			baseCond = inInterval(*r.base)
 		}
 		cols = append(cols,
-			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s AND %s)", lv, v, baseCond, fin),
-			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s AND %s)", lv, v, r.inWin(), fin),
-			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, cityHash64(uid), %s)", lv, v, fin),
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, %s, %s AND %s)", lv, v, r.a.uidHash(), baseCond, fin),
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, %s, %s AND %s)", lv, v, r.a.uidHash(), r.inWin(), fin),
+			fmt.Sprintf("quantilesDeterministicIf(%s)(%s, %s, %s)", lv, v, r.a.uidHash(), fin),
 			fmt.Sprintf("toFloat64(countIf(%s AND %s))", baseCond, fin),
 			fmt.Sprintf("toFloat64(countIf(%s AND %s))", r.inWin(), fin),
 		)
@@ -527,7 +552,10 @@ type entityStats struct {
 // queryPlacements reads per-placement counts (window/baseline, tail,
 // exposure of each cause): the entities of the fixed effects, the health
 // scores, localization and evidence, in one GROUP BY.
-func (r *run) queryPlacements() error {
+//
+// With shared, from the frame instead (framePlacements; the query runs
+// only under checkSharedSQL, to compare).
+func (r *run) queryPlacements(shared bool) error {
 	base := "0"
 	if r.base != nil {
 		base = inInterval(*r.base)
@@ -558,20 +586,28 @@ func (r *run) queryPlacements() error {
 	}
 	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere() + "\nGROUP BY host, pod, engine, gpu, model"
 	r.placements = nil
-	err := r.query("placement counts", q, func(rows Rows) error {
-		var p placementRow
-		dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
-		p.exp = make([]expCounts, len(active))
-		for i := range active {
-			e := &p.exp[i]
-			dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
+	var err error
+	if shared {
+		r.placements = r.framePlacements(active)
+		if checkSharedSQL {
+			err = r.checkPlacements(q, active)
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
-		r.placements = append(r.placements, p)
-		return nil
-	})
+	} else {
+		err = r.query("placement counts", q, func(rows Rows) error {
+			var p placementRow
+			dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
+			p.exp = make([]expCounts, len(active))
+			for i := range active {
+				e := &p.exp[i]
+				dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			r.placements = append(r.placements, p)
+			return nil
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -615,6 +651,49 @@ func (r *run) queryPlacements() error {
 	r.scoreHealth(r.engines)
 	r.scoreHealth(r.gpus)
 	r.scoreHealth(r.hosts)
+	return nil
+}
+
+// checkPlacements runs the placement query q and fails unless its rows
+// are the frame's (r.placements), bit for bit.
+func (r *run) checkPlacements(q string, active []*causeRun) error {
+	var got []placementRow
+	err := r.query("placement counts", q, func(rows Rows) error {
+		var p placementRow
+		dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
+		p.exp = make([]expCounts, len(active))
+		for i := range active {
+			e := &p.exp[i]
+			dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		got = append(got, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	flat := func(ps []placementRow) (keys []string, vals []float64) {
+		ps = slices.Clone(ps)
+		sort.Slice(ps, func(i, j int) bool {
+			return ps[i].engineKey()+"\x00"+ps[i].gpu+"\x00"+ps[i].model < ps[j].engineKey()+"\x00"+ps[j].gpu+"\x00"+ps[j].model
+		})
+		for _, p := range ps {
+			keys = append(keys, p.host+"\x00"+p.pod+"\x00"+p.engine+"\x00"+p.gpu+"\x00"+p.model)
+			vals = append(vals, p.nw, p.nwTail, p.nb, p.nbTail, p.p99w)
+			for _, e := range p.exp {
+				vals = append(vals, e.wTailExp, e.wExp, e.bExp, e.bTailExp)
+			}
+		}
+		return keys, vals
+	}
+	k1, v1 := flat(r.placements)
+	k2, v2 := flat(got)
+	if !slices.Equal(k1, k2) || !sameFloats(v1, v2) {
+		return fmt.Errorf("the frame's placement counts differ from the query's:\n%q %v\nquery %q %v", k1, v1, k2, v2)
+	}
 	return nil
 }
 
@@ -683,7 +762,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // queryAffected reads, per cause, the SLO quantile of the affected window
 // requests: the typical latency effect_ms scales.
-func (r *run) queryAffected() error {
+//
+// With shared, from the frame instead (frameAffected; the query runs only
+// under checkSharedSQL, to compare).
+func (r *run) queryAffected(shared bool) error {
 	var cols []string
 	var active []*causeRun
 	for _, c := range r.causes {
@@ -700,9 +782,23 @@ func (r *run) queryAffected() error {
 		return nil
 	}
 	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.winWhere()
-	v, err := r.floats("affected quantiles", q, len(cols))
-	if err != nil {
-		return err
+	var v []float64
+	if shared {
+		v = r.frameAffected()
+		if checkSharedSQL {
+			w, err := r.floats("affected quantiles", q, len(cols))
+			if err != nil {
+				return err
+			}
+			if !sameFloats(v, w) {
+				return fmt.Errorf("the frame's affected quantiles differ from the query's: %v, query %v", v, w)
+			}
+		}
+	} else {
+		var err error
+		if v, err = r.floats("affected quantiles", q, len(cols)); err != nil {
+			return err
+		}
 	}
 	for i, c := range active {
 		c.affectedMS, c.affectedN = v[2*i], v[2*i+1]
@@ -735,23 +831,47 @@ func (r *run) queryTop(m int) error {
 	for _, c := range r.causes {
 		cols = append(cols, "toFloat64("+c.treatment+")")
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY tc_v DESC LIMIT %d", strings.Join(cols, ", "), r.table(), r.winWhere(), m)
-	r.top = r.top[:0]
-	err := r.query("slowest window requests", q, func(rows Rows) error {
-		t := topRow{vals: make([]float64, len(r.causes))}
-		dest := []any{&t.y, &t.trace, &t.host, &t.engine, &t.gpu}
-		for i := range r.causes {
-			dest = append(dest, &t.vals[i])
+	read := func(where string) ([]topRow, error) {
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY tc_v DESC LIMIT %d", strings.Join(cols, ", "), r.table(), where, m)
+		top := r.top[:0]
+		err := r.query("slowest window requests", q, func(rows Rows) error {
+			t := topRow{vals: make([]float64, len(r.causes))}
+			dest := []any{&t.y, &t.trace, &t.host, &t.engine, &t.gpu}
+			for i := range r.causes {
+				dest = append(dest, &t.vals[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			top = append(top, t)
+			return nil
+		})
+		return top, err
+	}
+	where := r.winWhere()
+	cut, ok := 0.0, false
+	if sa := r.gofit.shared; sa != nil {
+		// The frame knows the m-th slowest: only the rows at or above it
+		// are read (ties at the cut are as arbitrary as they were).
+		if cut, ok = sa.topCut(m); ok {
+			where += " AND " + r.y + " >= " + dag.FormatFloat(cut)
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
-		r.top = append(r.top, t)
-		return nil
-	})
+	}
+	top, err := read(where)
 	if err != nil {
 		return err
 	}
+	if ok && checkSharedSQL {
+		r.top = nil
+		all, err := read(r.winWhere())
+		if err != nil {
+			return err
+		}
+		if len(all) != len(top) || !slices.EqualFunc(all, top, func(a, b topRow) bool { return a.y == b.y }) {
+			return fmt.Errorf("the slowest %d window rows above the frame's cut %v differ from the query's", m, cut)
+		}
+	}
+	r.top = top
 	if len(r.top) > 0 {
 		r.topCut = r.top[len(r.top)-1].y
 	}

@@ -48,10 +48,11 @@ var (
 
 // goFits is a run's state of the Go fits.
 type goFits struct {
-	frame *colFrame
-	err   error         // the frame could not be read: SQL for the rest of the run
-	time  time.Duration // spent in the Go passes
-	sql   int           // passes run in SQL
+	frame  *colFrame
+	shared *sharedAtoms  // the shared aggregates come from the frame (colshared.go)
+	err    error         // the frame could not be read: SQL for the rest of the run
+	time   time.Duration // spent in the Go passes
+	sql    int           // passes run in SQL
 }
 
 func (g *goFits) summary() Fits {
@@ -82,10 +83,63 @@ type colFrame struct {
 	perm   [][]int32
 	bytes  int64
 	reads  int
+	// hashAtom is the atom of the uid hash (sharedAtoms.hash): its chunks
+	// are kept as the sampler's 32-bit hashes in hash.
+	hashAtom string
+	hash     [][]uint32
+	// derive: the first read numbers each row's placement group (host,
+	// pod, engine, gpu, model; placeAtom, one code of at most a few
+	// bytes) and computes from it every label that is a function of those
+	// columns (derived: per label, its code of each group) instead of
+	// reading the label itself.
+	derive    bool
+	placeAtom string
+	derived   map[string][]uint32
+}
+
+// placeColumns are the columns of a placement group.
+var placeColumns = [5]string{"host", "pod", "engine", "gpu", "model"}
+
+// placeLabel evaluates label a (toString(E)) of a placement group g when E
+// is one of placeColumns or a concat of them and string literals.
+func placeLabel(a string, g [5]string) (string, bool) {
+	if a == "toString("+placeExpr+")" {
+		return strings.Join(g[:], "\x1f"), true
+	}
+	args, ok := callArgs(a, "toString")
+	if !ok || len(args) != 1 {
+		return "", false
+	}
+	e := strings.TrimSpace(args[0])
+	parts := []string{e}
+	if cs, ok := callArgs(e, "concat"); ok {
+		parts = cs
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		p = unwrap(strings.TrimSpace(p))
+		if in, ok := callArgs(p, "toString"); ok && len(in) == 1 {
+			p = strings.TrimSpace(in[0])
+		}
+		if lit, ok := unquote(p); ok {
+			if strings.Contains(strings.NewReplacer(`\\`, "", `\'`, "").Replace(p), `\`) {
+				return "", false // an escape unquote does not read as ClickHouse does
+			}
+			b.WriteString(lit)
+			continue
+		}
+		i := slices.Index(placeColumns[:], p)
+		if i < 0 {
+			return "", false
+		}
+		b.WriteString(g[i])
+	}
+	return b.String(), true
 }
 
 // colPart is one chunk of a Float64 column in the narrowest exact type:
-// 0/1 as bytes, float32 when every value converts back unchanged.
+// bytes (0/1, or any UInt8 read as one), float32 when every value converts
+// back unchanged.
 type colPart struct {
 	f64 []float64
 	f32 []float32
@@ -153,34 +207,40 @@ func (r *run) compileDesign(d Design) (*goDesign, error) {
 		labels["toString("+f.Expr+")"] = true
 	}
 	if r.gofit.frame == nil {
-		r.gofit.frame = &colFrame{base: base, nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
-		for _, n := range r.a.dag.Nodes() {
-			if n.Categorical && n.Expr != "" && !n.Latent {
-				r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
-				break
-			}
-		}
-		// The first read takes the atoms every design of the run may use,
-		// so that later designs find them.
-		for _, n := range r.a.dag.Nodes() {
-			if n.Latent || n.Role == dag.RoleOutcome || n.Expr == "" {
-				continue
-			}
-			if n.Categorical {
-				labels["toString("+n.Expr+")"] = true
-				continue
-			}
-			tc.compile(n.Covariate()).atoms(nums, labels)
-			tc.compile(n.Treatment()).atoms(nums, labels)
-		}
-		for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
-			tc.compile(x).atoms(nums, labels)
-		}
+		r.newFrame(tc, nums, labels)
 	}
 	if err := r.readFrame(nums, labels); err != nil {
 		return nil, fmt.Errorf("%w: %w", errFrameRead, err)
 	}
 	return r.gofit.frame.bind(g)
+}
+
+// newFrame starts the run's frame and adds to nums and labels the atoms
+// every design of the run may use, so that the first read takes them all.
+func (r *run) newFrame(tc termCompiler, nums, labels map[string]bool) {
+	r.gofit.frame = &colFrame{base: r.pooledWhere(), nums: map[string][]colPart{}, labels: map[string]*labelCol{}}
+	for _, n := range r.a.dag.Nodes() {
+		if n.Categorical && n.Expr != "" && !n.Latent {
+			r.gofit.frame.sortBy = "toString(" + n.Expr + ")"
+			break
+		}
+	}
+	// The first read takes the atoms every design of the run may use,
+	// so that later designs find them.
+	for _, n := range r.a.dag.Nodes() {
+		if n.Latent || n.Role == dag.RoleOutcome || n.Expr == "" {
+			continue
+		}
+		if n.Categorical {
+			labels["toString("+n.Expr+")"] = true
+			continue
+		}
+		tc.compile(n.Covariate()).atoms(nums, labels)
+		tc.compile(n.Treatment()).atoms(nums, labels)
+	}
+	for _, x := range []string{r.tailExpr(), r.logExpr(), r.inWin01()} {
+		tc.compile(x).atoms(nums, labels)
+	}
 }
 
 // bind numbers the atoms of g and sets its factors from the frame's
@@ -248,6 +308,14 @@ func (r *run) termCompiler() termCompiler {
 	return termCompiler{labels: labels}
 }
 
+// col is one column of a frame read.
+type col struct {
+	sql   string // selected expression
+	num   string // the Float64 atom, or
+	label string // the label whose codes it carries
+	width int    // bytes per value of a numeric atom: 8, 4 (Float32) or 1 (UInt8)
+}
+
 // readFrame reads the atoms the frame lacks.
 func (r *run) readFrame(nums, labels map[string]bool) error {
 	f := r.gofit.frame
@@ -268,19 +336,47 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		return nil
 	}
 	from := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	// The type of each numeric atom's argument (toFloat64(x): x's), asked
+	// with the labels: an atom whose values are bytes or float32 is read
+	// as such (narrowAtom), an eighth or half of the bytes of a Float64.
+	var typed []string // the atoms whose argument's type is asked
+	types := map[string]string{}
+	var place *col // the first read's placement group codes (derive)
+	if f.derive && f.chunks == nil && f.derived == nil {
+		var err error
+		if place, newLabels, err = r.placeGroups(from, newLabels, newNums, types); err != nil {
+			return err
+		}
+	}
 	if len(newLabels) > 0 {
 		sel := make([]string, len(newLabels))
 		for i, a := range newLabels {
 			sel[i] = "arraySort(groupUniqArray(" + a + "))"
 		}
+		for _, a := range newNums {
+			if place != nil {
+				break // asked with the placement groups
+			}
+			if args, ok := callArgs(a, "toFloat64"); ok && len(args) == 1 && a != f.hashAtom {
+				typed = append(typed, a)
+				sel = append(sel, "any(toTypeName("+args[0]+"))")
+			}
+		}
 		dicts := make([][]string, len(newLabels))
-		dest := make([]any, len(newLabels))
+		names := make([]string, len(typed))
+		dest := make([]any, 0, len(newLabels)+len(typed))
 		for i := range dicts {
-			dest[i] = &dicts[i]
+			dest = append(dest, &dicts[i])
+		}
+		for i := range names {
+			dest = append(dest, &names[i])
 		}
 		q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from
 		if err := r.query("frame labels", q, func(rows Rows) error { return rows.Scan(dest...) }); err != nil {
 			return err
+		}
+		for i, a := range typed {
+			types[a] = names[i]
 		}
 		for i, a := range newLabels {
 			lc := &labelCol{dict: dicts[i], code: map[string]uint32{}}
@@ -290,12 +386,10 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 			f.labels[a] = lc
 		}
 	}
-	type col struct {
-		sql   string // selected expression
-		num   string // the Float64 atom, or
-		label string // the label whose codes it carries
-	}
 	var cols []col
+	if place != nil {
+		cols = append(cols, *place) // first: the order of every chunk may follow from it
+	}
 	for _, a := range newLabels {
 		lc := f.labels[a]
 		ds, cs := make([]string, len(lc.dict)), make([]string, len(lc.dict))
@@ -305,7 +399,8 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 		cols = append(cols, col{sql: "toUInt32(transform(" + a + ", [" + strings.Join(ds, ", ") + "], [" + strings.Join(cs, ", ") + "], 0))", label: a})
 	}
 	for _, a := range newNums {
-		cols = append(cols, col{sql: a, num: a})
+		sql, width := narrowAtom(a, types[a])
+		cols = append(cols, col{sql: sql, num: a, width: width})
 	}
 	rows := 0
 	for _, n := range f.chunks {
@@ -358,13 +453,29 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 				checks = append(checks, make([]uint64, int(ci)+1-len(checks))...)
 			}
 			chunks[ci], checks[ci] = int(n), check
+			var groups []uint32 // the rows' placement group codes (place)
 			for i, c := range batch {
 				if first && c.label != "" && c.label == f.sortBy {
 					f.sortChunk(int(ci), int(n), bufs[i], len(f.labels[c.label].dict))
 				}
+				if place != nil && c.num == place.num {
+					var err error
+					if groups, err = decodeCodes(bufs[i], c.width, int(n)); err != nil {
+						return err
+					}
+					if by := f.derived[f.sortBy]; first && by != nil {
+						f.sortCodes(int(ci), groups, by, len(f.labels[f.sortBy].dict))
+					}
+				}
 			}
 			for i, c := range batch {
-				if err := f.store(c.num, c.label, int(ci), int(n), bufs[i]); err != nil {
+				if place != nil && c.num == place.num {
+					if err := f.deriveLabels(int(ci), groups); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := f.store(c.num, c.label, c.width, int(ci), int(n), bufs[i]); err != nil {
 					return err
 				}
 			}
@@ -387,8 +498,27 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	return nil
 }
 
-// store keeps chunk ci (n rows) of an atom from its raw little-endian bytes.
-func (f *colFrame) store(num, label string, ci, n int, raw string) error {
+// narrowAtom is what a frame read selects for numeric atom a (toFloat64
+// of an expression of type typ), and its bytes per value: a UInt8 or Bool
+// as UInt8, a Float32 or an integer of at most 16 bits as Float32 (every
+// such value is exact in both), anything else as the Float64 itself.
+func narrowAtom(a, typ string) (string, int) {
+	args, ok := callArgs(a, "toFloat64")
+	if !ok || len(args) != 1 {
+		return a, 8
+	}
+	switch typ {
+	case "UInt8", "Bool":
+		return "toUInt8(" + args[0] + ")", 1
+	case "Float32", "Int8", "Int16", "UInt16":
+		return "toFloat32(" + args[0] + ")", 4
+	}
+	return a, 8
+}
+
+// store keeps chunk ci (n rows) of an atom from its raw little-endian
+// bytes, width bytes per value of a numeric atom (narrowAtom).
+func (f *colFrame) store(num, label string, width, ci, n int, raw string) error {
 	if label != "" {
 		if len(raw) != 4*n {
 			return fmt.Errorf("frame read %s: %d bytes for %d rows", label, len(raw), n)
@@ -406,8 +536,42 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 		f.bytes += int64(4 * n)
 		return nil
 	}
-	if len(raw) != 8*n {
+	if width == 0 {
+		width = 8
+	}
+	if len(raw) != width*n {
 		return fmt.Errorf("frame read %s: %d bytes for %d rows", num, len(raw), n)
+	}
+	if width < 8 {
+		var p colPart
+		perm := f.permOf(ci, n)
+		if width == 1 {
+			p.u8 = make([]uint8, n)
+			for i := range p.u8 {
+				p.u8[i] = raw[perm[i]]
+			}
+		} else {
+			p.f32 = make([]float32, n)
+			for i := range p.f32 {
+				p.f32[i] = math.Float32frombits(le32(raw[4*perm[i]:]))
+			}
+		}
+		f.bytes += int64(width * n)
+		f.putPart(num, ci, p)
+		return nil
+	}
+	if num != "" && num == f.hashAtom {
+		h := make([]uint32, n)
+		perm := f.permOf(ci, n)
+		for i := range h {
+			h[i] = uint32(intHash64(le64(raw[8*perm[i]:])))
+		}
+		for len(f.hash) <= ci {
+			f.hash = append(f.hash, nil)
+		}
+		f.hash[ci] = h
+		f.bytes += int64(4 * n)
+		return nil
 	}
 	// Classify first, then decode into the narrowest type (no float64
 	// copy of a column kept as bytes or float32).
@@ -444,13 +608,18 @@ func (f *colFrame) store(num, label string, ci, n int, raw string) error {
 		}
 		f.bytes += int64(8 * n)
 	}
+	f.putPart(num, ci, p)
+	return nil
+}
+
+// putPart keeps p as chunk ci of atom num.
+func (f *colFrame) putPart(num string, ci int, p colPart) {
 	parts := f.nums[num]
 	if len(parts) <= ci {
 		parts = append(parts, make([]colPart, ci+1-len(parts))...)
 	}
 	parts[ci] = p
 	f.nums[num] = parts
-	return nil
 }
 
 // sortChunk sets the order of chunk ci (n rows) from the codes of the
@@ -478,6 +647,154 @@ func (f *colFrame) sortChunk(ci, n int, raw string, dict int) {
 	}
 	f.perm[ci] = perm
 	f.bytes += int64(4 * n)
+}
+
+// sortCodes is sortChunk for a label derived from the rows' placement
+// groups: row i's code is by[groups[i]−1].
+func (f *colFrame) sortCodes(ci int, groups, by []uint32, dict int) {
+	raw := make([]byte, 4*len(groups))
+	for i, g := range groups {
+		c := uint32(0)
+		if g >= 1 && int(g) <= len(by) {
+			c = by[g-1]
+		}
+		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
+	}
+	f.sortChunk(ci, len(groups), string(raw), dict)
+}
+
+// decodeCodes reads n unsigned codes of width bytes (1, 4: Float32, 8:
+// Float64) from raw.
+func decodeCodes(raw string, width, n int) ([]uint32, error) {
+	if len(raw) != width*n {
+		return nil, fmt.Errorf("frame read: %d bytes of placement groups for %d rows", len(raw), n)
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		switch width {
+		case 1:
+			out[i] = uint32(raw[i])
+		case 4:
+			out[i] = uint32(math.Float32frombits(le32(raw[4*i:])))
+		default:
+			out[i] = uint32(math.Float64frombits(le64(raw[8*i:])))
+		}
+	}
+	return out, nil
+}
+
+// deriveLabels sets chunk ci of every derived label from its rows'
+// placement groups (in the read's order; the chunk's order applied).
+func (f *colFrame) deriveLabels(ci int, groups []uint32) error {
+	perm := f.permOf(ci, len(groups))
+	for a, by := range f.derived {
+		lc := f.labels[a]
+		if len(lc.parts) <= ci {
+			lc.parts = append(lc.parts, make([][]uint32, ci+1-len(lc.parts))...)
+		}
+		p := make([]uint32, len(groups))
+		for i := range p {
+			g := groups[perm[i]]
+			if g < 1 || int(g) > len(by) {
+				return fmt.Errorf("frame read: placement group %d of %d", g, len(by))
+			}
+			p[i] = by[g-1]
+		}
+		lc.parts[ci] = p
+		f.bytes += int64(4 * len(p))
+	}
+	return nil
+}
+
+// placeGroups reads the placement groups of the frame's rows (with the
+// types of the numeric atoms' arguments, for narrowAtom), numbers them,
+// and registers every label of labels that is a function of them
+// (placeLabel) as derived; it returns the column of the rows' group codes
+// and the labels still to read. Two groups of one cityHash64 (never seen)
+// fail the read: the fits then run in SQL.
+func (r *run) placeGroups(from string, labels, nums []string, types map[string]string) (*col, []string, error) {
+	f := r.gofit.frame
+	sel := []string{"toString(host)", "toString(pod)", "toString(engine)", "toString(gpu)", "toString(model)", "cityHash64(host, pod, engine, gpu, model)"}
+	var typed []string
+	for _, a := range nums {
+		if args, ok := callArgs(a, "toFloat64"); ok && len(args) == 1 && a != f.hashAtom {
+			typed = append(typed, a)
+			sel = append(sel, "any(toTypeName("+args[0]+"))")
+		}
+	}
+	type group struct {
+		cols [5]string
+		hash uint64
+	}
+	var groups []group
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " GROUP BY host, pod, engine, gpu, model"
+	err := r.query("frame placement groups", q, func(rows Rows) error {
+		var g group
+		names := make([]string, len(typed))
+		dest := []any{&g.cols[0], &g.cols[1], &g.cols[2], &g.cols[3], &g.cols[4], &g.hash}
+		for i := range names {
+			dest = append(dest, &names[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		groups = append(groups, g)
+		for i, a := range typed {
+			types[a] = names[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(groups) == 0 {
+		return nil, labels, nil
+	}
+	slices.SortFunc(groups, func(a, b group) int { return slices.Compare(a.cols[:], b.cols[:]) })
+	hs, codes := make([]string, len(groups)), make([]string, len(groups))
+	seen := map[uint64]bool{}
+	for i, g := range groups {
+		if seen[g.hash] {
+			return nil, nil, fmt.Errorf("two placement groups hash to %d", g.hash)
+		}
+		seen[g.hash] = true
+		hs[i], codes[i] = strconv.FormatUint(g.hash, 10), strconv.Itoa(i+1)
+	}
+	f.derived = map[string][]uint32{}
+	var rest []string
+	for _, a := range labels {
+		by := make([]uint32, len(groups))
+		vals := make([]string, len(groups))
+		ok := true
+		for i, g := range groups {
+			if vals[i], ok = placeLabel(a, g.cols); !ok {
+				break
+			}
+		}
+		if !ok {
+			rest = append(rest, a)
+			continue
+		}
+		dict := slices.Compact(slices.Sorted(slices.Values(vals))) // arraySort(groupUniqArray(a))
+		lc := &labelCol{dict: dict, code: map[string]uint32{}}
+		for j, l := range dict {
+			lc.code[l] = uint32(j + 1)
+		}
+		for i, v := range vals {
+			by[i] = lc.code[v]
+		}
+		f.labels[a], f.derived[a] = lc, by
+	}
+	expr := "transform(cityHash64(host, pod, engine, gpu, model), [" + strings.Join(hs, ", ") + "], [" + strings.Join(codes, ", ") + "], 0)"
+	c := &col{sql: "toFloat64(" + expr + ")", num: "\x00placement groups", width: 8}
+	switch {
+	case len(groups) < 256:
+		c.sql, c.width = "toUInt8("+expr+")", 1
+	case len(groups) < 1<<24:
+		c.sql, c.width = "toFloat32("+expr+")", 4
+	}
+	f.placeAtom = c.num
+	return c, rest, nil
 }
 
 // permOf is the order of chunk ci: its permutation, or the identity.
@@ -950,7 +1267,8 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 		for i := range e {
 			e[i] = make([]float64, fitBlock)
 		}
-		u, h, wv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
+		u, h, dv := make([]float64, fitBlock), make([]float64, fitBlock), make([]float64, fitBlock)
+		var ptrs []*float64
 		for lo := 0; lo < f.chunks[ci]; lo += fitBlock {
 			n := min(fitBlock, f.chunks[ci]-lo)
 			if b.fill(f, g, ci, lo, n) == 0 {
@@ -966,7 +1284,7 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 			x := func(j int) []float64 { return b.cols[j][:n] }
 			grp := b.grp[:n]
 			// The factor levels' terms, row by row (0 without factors).
-			uu, hh, ww := u[:n], h[:n], wv[:n]
+			uu, hh := u[:n], h[:n]
 			for i := range uu {
 				uu[i], hh[i] = 0, 0
 			}
@@ -1024,15 +1342,9 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 				axpy(uu, a[j], x(j))
 			}
 			for j := 0; j < c; j++ {
-				xj := x(j)
-				floats.ScaleTo(ww, twoA[j][j], xj)
-				for l := j + 1; l < c; l++ {
-					axpy(ww, twoA[j][l], x(l))
-				}
-				for i, xv := range xj {
-					hh[i] += xv * ww[i]
-				}
+				ptrs = quad(hh, b.cols[j:c], twoA[j][j:], 0, n, ptrs)
 			}
+			dd := dv[:n]
 			for i, hv := range hh {
 				if grp[i] < 0 {
 					continue
@@ -1041,13 +1353,22 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 				if hv > ac.hmax {
 					ac.hmax = hv
 				}
-				d := 1 / ((1 - hv) * (1 - hv))
-				for kk := range e {
-					ev := e[kk][i]
+				dd[i] = 1 / ((1 - hv) * (1 - hv))
+			}
+			// Each outcome's sums in registers, over the rows in order (the
+			// same additions as row by row).
+			for kk := range e {
+				ek := e[kk][:n]
+				s0, s3 := ac.v0[kk], ac.v3[kk]
+				for i, ev := range ek {
+					if grp[i] < 0 {
+						continue
+					}
 					t := ev * ev * uu[i] * uu[i]
-					ac.v0[kk] += t
-					ac.v3[kk] += t * d
+					s0 += t
+					s3 += t * dd[i]
 				}
+				ac.v0[kk], ac.v3[kk] = s0, s3
 			}
 		}
 	})
@@ -1145,6 +1466,22 @@ func le64(s string) uint64 {
 	_ = s[7]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// quadGo is quad in Go: w = a[0]·x[0], w += a[l]·x[l] (axpy), h += x[0]·w.
+func quadGo(h []float64, x [][]float64, a []float64, lo, hi int, ptrs []*float64) []*float64 {
+	if hi <= lo {
+		return ptrs
+	}
+	w := make([]float64, hi-lo)
+	floats.ScaleTo(w, a[0], x[0][lo:hi])
+	for l := 1; l < len(a); l++ {
+		axpy(w, a[l], x[l][lo:hi])
+	}
+	for i, xv := range x[0][lo:hi] {
+		h[lo+i] += xv * w[i]
+	}
+	return ptrs
 }
 
 // hingeGo is hinge in Go.

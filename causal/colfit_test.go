@@ -343,6 +343,27 @@ func TestKernels(t *testing.T) {
 				t.Fatalf("hinge of %v at 0.25: %v (Go %v), want %v", xs[i], h[i], hg[i], want)
 			}
 		}
+		// quad (the leverage's terms of one column) against quadGo, bit
+		// for bit: the same products and sums, in registers or not.
+		for m := 1; m <= 5; m++ {
+			cols := make([][]float64, m)
+			a := make([]float64, m)
+			for l := range cols {
+				cols[l] = make([]float64, n+2)
+				for i := range cols[l] {
+					cols[l][i] = rng.NormFloat64()
+				}
+				a[l] = rng.NormFloat64()
+			}
+			hq, hw := slices.Clone(y), slices.Clone(y)
+			quad(hq, cols, a, 1, n, nil)
+			quadGo(hw, cols, a, 1, n, nil)
+			for i := range hq {
+				if math.Float64bits(hq[i]) != math.Float64bits(hw[i]) {
+					t.Fatalf("quad of %d rows, %d columns: element %d is %v, quadGo's %v", n, m, i, hq[i], hw[i])
+				}
+			}
+		}
 		z := slices.Clone(y)
 		axpy(z, 0.75, x)
 		for i := range z {

@@ -17,6 +17,9 @@ func axpyFMA(a float64, x, y []float64)
 //go:noescape
 func hingeAVX(k float64, x, dst []float64)
 
+//go:noescape
+func quadFMA(h *float64, x **float64, a *float64, m, n int)
+
 func cpuid(op, op2 uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv0() uint32
@@ -64,4 +67,20 @@ func hinge(dst []float64, k float64, x []float64) {
 		return
 	}
 	hingeGo(dst, k, x)
+}
+
+// quad adds to h[i], for lo ≤ i < hi, x[0][i]·(a[0]·x[0][i] + Σ_l
+// a[l]·x[l][i]) (l = 1 … len(a)−1, in order): the leverage's terms of one
+// column. With FMA, quadFMA keeps the sum in registers; the arithmetic is
+// quadGo's with axpy's fused products (the same bits). ptrs is scratch.
+func quad(h []float64, x [][]float64, a []float64, lo, hi int, ptrs []*float64) []*float64 {
+	if !hasFMA || hi <= lo {
+		return quadGo(h, x, a, lo, hi, ptrs)
+	}
+	ptrs = ptrs[:0]
+	for _, c := range x {
+		ptrs = append(ptrs, &c[lo:hi][0])
+	}
+	quadFMA(&h[lo:hi][0], &ptrs[0], &a[0], len(a), hi-lo)
+	return ptrs
 }

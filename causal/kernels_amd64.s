@@ -144,3 +144,86 @@ htail:
 hdone:
 	VZEROUPPER
 	RET
+
+// func quadFMA(h *float64, x **float64, a *float64, m, n int)
+// For i < n: w = a[0]·x[0][i], then w = fma(a[l], x[l][i], w) for l = 1 …
+// m−1 in order, then h[i] += x[0][i]·w (product rounded, then the sum):
+// the arithmetic of a scaling, m−1 axpyFMA calls and a multiply-add loop
+// over one buffer w, without storing w (16 rows per step, in registers).
+TEXT ·quadFMA(SB), NOSPLIT, $0-40
+	MOVQ h+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ a+16(FP), BX
+	MOVQ m+24(FP), R8
+	MOVQ n+32(FP), CX
+	MOVQ (SI), R9
+	XORQ AX, AX
+	MOVQ CX, DX
+	ANDQ $-16, DX
+	JZ   qtail
+
+qloop16:
+	VBROADCASTSD (BX), Y0
+	VMULPD       (R9)(AX*8), Y0, Y1
+	VMULPD       32(R9)(AX*8), Y0, Y2
+	VMULPD       64(R9)(AX*8), Y0, Y3
+	VMULPD       96(R9)(AX*8), Y0, Y4
+	MOVQ         $1, R10
+
+qinner:
+	CMPQ         R10, R8
+	JGE          qfinish
+	MOVQ         (SI)(R10*8), R11
+	VBROADCASTSD (BX)(R10*8), Y0
+	VFMADD231PD  (R11)(AX*8), Y0, Y1
+	VFMADD231PD  32(R11)(AX*8), Y0, Y2
+	VFMADD231PD  64(R11)(AX*8), Y0, Y3
+	VFMADD231PD  96(R11)(AX*8), Y0, Y4
+	INCQ         R10
+	JMP          qinner
+
+qfinish:
+	VMULPD  (R9)(AX*8), Y1, Y1
+	VMULPD  32(R9)(AX*8), Y2, Y2
+	VMULPD  64(R9)(AX*8), Y3, Y3
+	VMULPD  96(R9)(AX*8), Y4, Y4
+	VADDPD  (DI)(AX*8), Y1, Y1
+	VADDPD  32(DI)(AX*8), Y2, Y2
+	VADDPD  64(DI)(AX*8), Y3, Y3
+	VADDPD  96(DI)(AX*8), Y4, Y4
+	VMOVUPD Y1, (DI)(AX*8)
+	VMOVUPD Y2, 32(DI)(AX*8)
+	VMOVUPD Y3, 64(DI)(AX*8)
+	VMOVUPD Y4, 96(DI)(AX*8)
+	ADDQ    $16, AX
+	CMPQ    AX, DX
+	JL      qloop16
+
+qtail:
+	CMPQ   AX, CX
+	JGE    qdone
+	VMOVSD (R9)(AX*8), X5
+	VMOVSD (BX), X0
+	VMULSD X5, X0, X1
+	MOVQ   $1, R10
+
+qtinner:
+	CMPQ        R10, R8
+	JGE         qtfinish
+	MOVQ        (SI)(R10*8), R11
+	VMOVSD      (BX)(R10*8), X0
+	VMOVSD      (R11)(AX*8), X6
+	VFMADD231SD X6, X0, X1
+	INCQ        R10
+	JMP         qtinner
+
+qtfinish:
+	VMULSD X5, X1, X1
+	VADDSD (DI)(AX*8), X1, X1
+	VMOVSD X1, (DI)(AX*8)
+	INCQ   AX
+	JMP    qtail
+
+qdone:
+	VZEROUPPER
+	RET

@@ -16,3 +16,9 @@ func hinge(dst []float64, k float64, x []float64) { hingeGo(dst[:len(x)], k, x) 
 
 // hasFMA is false: the kernels are gonum's loops.
 const hasFMA = false
+
+// quad adds to h[i], for lo ≤ i < hi, x[0][i]·(a[0]·x[0][i] + Σ_l
+// a[l]·x[l][i]).
+func quad(h []float64, x [][]float64, a []float64, lo, hi int, ptrs []*float64) []*float64 {
+	return quadGo(h, x, a, lo, hi, ptrs)
+}

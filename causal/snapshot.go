@@ -56,6 +56,7 @@ const snapshotTable = "tc_snapshot"
 // equal) in ivs, with the columns of outcome y; only those where y is
 // finite when finite is set.
 type snapshot struct {
+	cols   map[string]bool // the columns it holds
 	scope  map[string]string
 	y      string
 	finite bool
@@ -69,6 +70,11 @@ type snapshot struct {
 func (s *snapshot) covers(scope map[string]string, y string, all bool, ivs []Interval) bool {
 	for k, v := range s.scope {
 		if scope[k] != v {
+			return false
+		}
+	}
+	for k := range scope {
+		if !s.cols[k] {
 			return false
 		}
 	}
@@ -98,6 +104,19 @@ func (a *Analyzer) table() string {
 	}
 	return a.cfg.Table + " FINAL"
 }
+
+// uidHash is the SQL of the hash of a request's uid that
+// quantilesDeterministic samples by: a column of the snapshot, which holds
+// it instead of the uid.
+func (a *Analyzer) uidHash() string {
+	if a.snap != nil {
+		return snapshotUIDHash
+	}
+	return "cityHash64(uid)"
+}
+
+// snapshotUIDHash is the snapshot's column of cityHash64(uid).
+const snapshotUIDHash = "tc_uid_hash"
 
 // coverage is what a question with this window and baseline reads: the
 // window, and the explicit baseline or else the BaselineLength before the
@@ -167,8 +186,9 @@ func (a *Analyzer) withSnapshot(ctx context.Context, scope map[string]string, y 
 	// 8192 rows, as MergeTree reads its granules, keep the intermediate
 	// columns of the fits' hundreds of expressions small (one 1M-row block
 	// held ~1 GB per query) and let every query read with all its threads.
-	stmt := fmt.Sprintf("CREATE TEMPORARY TABLE %s ENGINE = Memory AS SELECT %s FROM %s FINAL WHERE %s SETTINGS max_block_size = 8192, min_insert_block_size_rows = 8192, min_insert_block_size_bytes = 0",
-		snapshotTable, strings.Join(d.snapshotColumns(y), ", "), d.cfg.Table, strings.Join(conds, " AND "))
+	cols := d.snapshotColumns(scope, y)
+	stmt := fmt.Sprintf("CREATE TEMPORARY TABLE %s ENGINE = Memory AS SELECT %s, cityHash64(uid) AS %s FROM %s FINAL WHERE %s SETTINGS max_block_size = 8192, min_insert_block_size_rows = 8192, min_insert_block_size_bytes = 0",
+		snapshotTable, strings.Join(cols, ", "), snapshotUIDHash, d.cfg.Table, strings.Join(conds, " AND "))
 	if err := sess.Exec(ctx, stmt); err != nil {
 		sess.Close()
 		// Not permitted (a user without the right), beyond the server's
@@ -184,7 +204,11 @@ func (a *Analyzer) withSnapshot(ctx context.Context, scope map[string]string, y 
 	}
 	c := *d
 	c.db, c.direct = sess, d
-	c.snap = &snapshot{scope: scope, y: y, finite: !all, ivs: ivs, reads: Reads{SnapshotRows: int64(n[0]), SnapshotTime: time.Since(t0)}}
+	held := map[string]bool{}
+	for _, col := range cols {
+		held[col] = true
+	}
+	c.snap = &snapshot{cols: held, scope: scope, y: y, finite: !all, ivs: ivs, reads: Reads{SnapshotRows: int64(n[0]), SnapshotTime: time.Since(t0)}}
 	c.reads = c.snap.reads
 	d.log.Debug("causal snapshot", "rows", int64(n[0]), "duration", time.Since(t0))
 	return &c, true, func() { sess.Close() }, nil
@@ -193,13 +217,19 @@ func (a *Analyzer) withSnapshot(ctx context.Context, scope map[string]string, y 
 // snapshotStatements is the number of statements making a snapshot sends.
 const snapshotStatements = 2
 
-// snapshotColumns are the requests columns the queries of a question may
-// read: the identity, time and placement columns, the scope columns, and
-// every column named by a node of the DAG other than an outcome (its
-// columns and the identifiers of its expressions), and by the outcome y.
-func (a *Analyzer) snapshotColumns(y string) []string {
-	cols := []string{"uid", "trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service"}
-	cols = append(cols, scopeColumns...)
+// snapshotColumns are the requests columns the queries of a question over
+// scope may read: the identity, time and placement columns, the scope's
+// columns, and every column named by a node of the DAG other than an
+// outcome (its columns and the identifiers of its expressions), and by the
+// outcome y. Not the uid, of which it holds the hash (uidHash), nor the
+// other scope columns (namespace, service_instance, source): a question
+// whose scope names one the snapshot lacks gets a snapshot of its own
+// (covers).
+func (a *Analyzer) snapshotColumns(scope map[string]string, y string) []string {
+	cols := []string{"trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service"}
+	for k := range scope {
+		cols = append(cols, k)
+	}
 	for _, n := range a.dag.Nodes() {
 		if n.Latent || n.Role == dag.RoleOutcome {
 			continue

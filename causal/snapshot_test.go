@@ -282,14 +282,16 @@ func TestSnapshotColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := a.snapshotColumns("toFloat64(ttft_ms)")
-	for _, c := range []string{"uid", "trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service", "namespace",
+	cols := a.snapshotColumns(map[string]string{"namespace": "prod"}, "toFloat64(ttft_ms)")
+	for _, c := range []string{"trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service", "namespace",
 		"kv_usage_max", "preemptions_during", "throttle_reasons", "engine_mean_prompt_tokens", "waiting_at_arrival", "ttft_ms"} {
 		if !slices.Contains(cols, c) {
 			t.Errorf("snapshot columns %v lack %s", cols, c)
 		}
 	}
-	for _, c := range []string{"e2e_ms", "decode_ms", "attr_keys", "toFloat64"} {
+	// Not the uid (the snapshot holds its hash) nor a scope column the
+	// scope does not name.
+	for _, c := range []string{"e2e_ms", "decode_ms", "attr_keys", "toFloat64", "uid", "service_instance", "source"} {
 		if slices.Contains(cols, c) {
 			t.Errorf("snapshot columns %v hold %s", cols, c)
 		}
@@ -298,7 +300,8 @@ func TestSnapshotColumns(t *testing.T) {
 
 func TestSnapshotCovers(t *testing.T) {
 	h := func(a, b int) Interval { return window(time.Duration(a)*time.Hour, time.Duration(b)*time.Hour) }
-	s := &snapshot{scope: map[string]string{"service": "chat"}, y: "toFloat64(e2e_ms)", finite: true, ivs: []Interval{h(0, 1), h(1, 2)}}
+	cols := map[string]bool{"service": true, "model": true, "host": true, "pod": true, "engine": true, "gpu": true}
+	s := &snapshot{cols: cols, scope: map[string]string{"service": "chat"}, y: "toFloat64(e2e_ms)", finite: true, ivs: []Interval{h(0, 1), h(1, 2)}}
 	for _, c := range []struct {
 		scope map[string]string
 		y     string
@@ -308,10 +311,11 @@ func TestSnapshotCovers(t *testing.T) {
 	}{
 		{map[string]string{"service": "chat", "model": "m"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 2), h(0, 1)}, true},
 		{map[string]string{"service": "chat"}, "toFloat64(e2e_ms)", false, []Interval{window(90*time.Minute, 2*time.Hour)}, true},
-		{map[string]string{"model": "m"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 2)}, false},       // another scope
-		{map[string]string{"service": "chat"}, "toFloat64(ttft_ms)", false, []Interval{h(1, 2)}, false}, // another outcome
-		{map[string]string{"service": "chat"}, "toFloat64(e2e_ms)", true, []Interval{h(1, 2)}, false},   // rows of any outcome
-		{map[string]string{"service": "chat"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 3)}, false},  // later rows
+		{map[string]string{"model": "m"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 2)}, false},                           // another scope
+		{map[string]string{"service": "chat"}, "toFloat64(ttft_ms)", false, []Interval{h(1, 2)}, false},                     // another outcome
+		{map[string]string{"service": "chat"}, "toFloat64(e2e_ms)", true, []Interval{h(1, 2)}, false},                       // rows of any outcome
+		{map[string]string{"service": "chat"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 3)}, false},                      // later rows
+		{map[string]string{"service": "chat", "namespace": "prod"}, "toFloat64(e2e_ms)", false, []Interval{h(1, 2)}, false}, // a column it lacks
 	} {
 		if got := s.covers(c.scope, c.y, c.all, c.ivs); got != c.want {
 			t.Errorf("covers(%v, %s, %v, %v) = %v, want %v", c.scope, c.y, c.all, c.ivs, got, c.want)

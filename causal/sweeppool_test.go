@@ -203,7 +203,9 @@ func TestSweepPoolCopyMismatch(t *testing.T) {
 	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
 		t.Fatal(err)
 	}
-	store, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.SweepParallel = 4
+	store, err := NewAnalyzer(StoreDB(st), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
