@@ -105,8 +105,12 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 		if rej != nil {
 			return rej
 		}
-		// The stream's context ends with the stream, however it ends.
+		// The handler releases it when it returns, before grpc-go writes
+		// the response (a client's next request must find the budget
+		// free); the stream's context ending releases it however else the
+		// stream ends (release is idempotent).
 		context.AfterFunc(ctx, release)
+		ctx = context.WithValue(ctx, admittedKey{}, release)
 		return nil
 	}()
 	if rej != nil {
@@ -117,8 +121,15 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 	return ctx, nil
 }
 
+// admittedKey holds, in a gRPC stream's context, the release of what the
+// tap admitted it with.
+type admittedKey struct{}
+
 // grpcExport is the gRPC side of every signal once the tap admitted it.
 func (s *Server) grpcExport(ctx context.Context, sig signal, items, size int, encode encodeFunc) error {
+	if release, ok := ctx.Value(admittedKey{}).(func()); ok {
+		defer release()
+	}
 	start := time.Now()
 	defer func() { s.m.duration[transportGRPC][sig].Observe(time.Since(start).Seconds()) }()
 	rej := s.export(ctx, transportGRPC, sig, items, encode)
