@@ -84,7 +84,8 @@ var grpcMethods = map[string]signal{
 
 // grpcTap admits a gRPC stream before its message is read: the bearer token
 // of its metadata, then an in-flight slot and MaxBodyBytes of the decode
-// budget (the message's size is not known yet), held until the stream ends.
+// budget (the message's size is not known yet), held until its handler
+// returns or the stream ends.
 // A stream of another method takes nothing: grpc-go answers Unimplemented
 // without reading it. It runs on the transport's reader, so it never
 // blocks.
