@@ -593,20 +593,7 @@ func (r *run) queryPlacements(shared bool) error {
 			err = r.checkPlacements(q, active)
 		}
 	} else {
-		err = r.query("placement counts", q, func(rows Rows) error {
-			var p placementRow
-			dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
-			p.exp = make([]expCounts, len(active))
-			for i := range active {
-				e := &p.exp[i]
-				dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
-			}
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			r.placements = append(r.placements, p)
-			return nil
-		})
+		r.placements, err = r.readPlacements(q, len(active))
 	}
 	if err != nil {
 		return err
@@ -654,24 +641,31 @@ func (r *run) queryPlacements(shared bool) error {
 	return nil
 }
 
-// checkPlacements runs the placement query q and fails unless its rows
-// are the frame's (r.placements), bit for bit.
-func (r *run) checkPlacements(q string, active []*causeRun) error {
-	var got []placementRow
+// readPlacements runs the placement query q, whose rows carry the counts
+// of causes exposures after the fixed columns.
+func (r *run) readPlacements(q string, causes int) ([]placementRow, error) {
+	var out []placementRow
 	err := r.query("placement counts", q, func(rows Rows) error {
 		var p placementRow
 		dest := []any{&p.host, &p.engine, &p.gpu, &p.model, &p.pod, &p.nw, &p.nwTail, &p.nb, &p.nbTail, &p.p99w}
-		p.exp = make([]expCounts, len(active))
-		for i := range active {
+		p.exp = make([]expCounts, causes)
+		for i := range p.exp {
 			e := &p.exp[i]
 			dest = append(dest, &e.wTailExp, &e.wExp, &e.bExp, &e.bTailExp)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		got = append(got, p)
+		out = append(out, p)
 		return nil
 	})
+	return out, err
+}
+
+// checkPlacements runs the placement query q and fails unless its rows
+// are the frame's (r.placements), bit for bit.
+func (r *run) checkPlacements(q string, active []*causeRun) error {
+	got, err := r.readPlacements(q, len(active))
 	if err != nil {
 		return err
 	}

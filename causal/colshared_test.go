@@ -3,6 +3,7 @@ package causal
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -36,14 +37,7 @@ func TestQuantileExactRank(t *testing.T) {
 		for i := range vs {
 			vs[i] = float64((i * 7919) % 13)
 		}
-		sorted := append([]float64(nil), vs...)
-		for i := range sorted {
-			for j := i + 1; j < len(sorted); j++ {
-				if sorted[j] < sorted[i] {
-					sorted[i], sorted[j] = sorted[j], sorted[i]
-				}
-			}
-		}
+		sorted := slices.Sorted(slices.Values(vs))
 		for k := 0; k < n; k += 3 {
 			if got := nthElement(append([]float64(nil), vs...), k); got != sorted[k] {
 				t.Fatalf("nthElement(n=%d, k=%d) = %v, want %v", n, k, got, sorted[k])

@@ -336,6 +336,9 @@ func (r *run) analyze() error {
 // to the stretch when it breaches, and stays as it was otherwise; a
 // stretch shorter than MinBreachStretch is a burst, not judged.
 func (r *run) breachInside(baseCI *stats.QuantileCI) error {
+	if r.win.End.Sub(r.win.Start) <= r.cfg.MinBreachStretch {
+		return nil // no stretch after the window's start is long enough: skip the series query
+	}
 	start, end, ok, err := r.breachStart()
 	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
 		return err
