@@ -183,3 +183,48 @@ func TestQuoteString(t *testing.T) {
 		}
 	}
 }
+
+// The scope's own time scan (tailScan) on the counts of a tuning run
+// (seed 805, no earlier data): XID errors on the model's only host came
+// and went from minute 12 to 24, so the per-bucket P99 series alternated
+// and no change point paid its penalty; the requests above the window's
+// P99 and P95 gather in stretches 4–7 all the same. A scope whose tail is
+// spread evenly, as chance spreads it, has no such stretch.
+func TestScopeScan(t *testing.T) {
+	counts := func(n []float64, k0, k1 []float64) (b [2][scanBuckets]bucketCounts) {
+		for i := range scanBuckets {
+			b[0][i] = bucketCounts{n: n[i], k: k0[i]}
+			b[1][i] = bucketCounts{n: n[i], k: k1[i]}
+		}
+		return b
+	}
+	alpha := DefaultConfig().EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
+	xid := counts([]float64{588, 633, 571, 718, 399, 655, 435, 377, 497, 617},
+		[]float64{0, 0, 0, 0, 13, 15, 12, 14, 0, 0}, []float64{3, 5, 1, 5, 55, 71, 76, 54, 3, 1})
+	if lo, hi, p := scopeScan(xid, 1); lo != 4 || hi != 7 || !(p < alpha) {
+		t.Errorf("XID bursts: stretches %d–%d at p %.3g, want 4–7 below %.3g", lo, hi, p, alpha)
+	}
+	// A run may not be shorter than minLen stretches.
+	if lo, hi, _ := scopeScan(xid, 5); hi-lo+1 < 5 {
+		t.Errorf("minLen 5: stretches %d–%d", lo, hi)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 200 {
+		n, k0, k1 := make([]float64, scanBuckets), make([]float64, scanBuckets), make([]float64, scanBuckets)
+		for i := range scanBuckets {
+			n[i] = float64(400 + rng.IntN(300))
+			for range int(n[i]) {
+				u := rng.Float64()
+				if u < 0.01 {
+					k0[i]++
+				}
+				if u < 0.05 {
+					k1[i]++
+				}
+			}
+		}
+		if _, _, p := scopeScan(counts(n, k0, k1), 1); p <= alpha {
+			t.Fatalf("trial %d: an even tail found at p %.3g ≤ %.3g", trial, p, alpha)
+		}
+	}
+}

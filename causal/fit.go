@@ -372,7 +372,7 @@ func (r *run) examineDegraded() error {
 	for _, cd := range cands {
 		n := cd.node
 		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: cd.kind, col: -1}
-		c.cand = Candidate{Cause: schemas.CauseEntityDegraded, Node: n.Name}
+		c.cand = Candidate{Cause: schemas.CauseEntityDegraded, Node: n.Name, WholeScope: cd.sole}
 		r.degraded = append(r.degraded, c)
 		// A host is one indicator against the engine fixed effects of the
 		// other hosts' engines: the shared effect of its engines.

@@ -20,9 +20,11 @@ func TestOrderByMechanism(t *testing.T) {
 	cands := func(cs []Culprit, nodes ...string) []Candidate {
 		var out []Candidate
 		for i, c := range cs {
-			// "!" marks a symptom (Candidate.Symptom).
+			// "!" marks a symptom (Candidate.Symptom), "*" an entity
+			// that is the whole scope (Candidate.WholeScope).
 			n, symptom := strings.CutSuffix(nodes[i], "!")
-			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: n, Culprit: true, Symptom: symptom})
+			n, whole := strings.CutSuffix(n, "*")
+			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: n, Culprit: true, Symptom: symptom, WholeScope: whole})
 		}
 		return out
 	}
@@ -87,6 +89,18 @@ func TestOrderByMechanism(t *testing.T) {
 			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
 			[]string{"engine", "thermal_throttle"},
 			[]Cause{schemas.CauseEntityDegraded, schemas.CauseThermalThrottle}},
+		{"the scope's only host, degraded, ranks below a scope-wide mechanism explaining half as much of the tail",
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h", Model: "m"}, AttributableFraction: 1}, {Cause: schemas.CausePrefixMiss, Entity: scope, AttributableFraction: 0.6}},
+			[]string{"engine*", "prefix_miss"},
+			[]Cause{schemas.CausePrefixMiss, schemas.CauseEntityDegraded}},
+		{"the scope's only host, degraded, keeps its place before a scope-wide mechanism explaining far less",
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h", Model: "m"}, AttributableFraction: 1}, {Cause: schemas.CausePrefixMiss, Entity: scope, AttributableFraction: 0.3}},
+			[]string{"engine*", "prefix_miss"},
+			[]Cause{schemas.CauseEntityDegraded, schemas.CausePrefixMiss}},
+		{"a degraded host among others keeps its place before a scope-wide mechanism",
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h", Model: "m"}, AttributableFraction: 1}, {Cause: schemas.CausePrefixMiss, Entity: scope, AttributableFraction: 0.9}},
+			[]string{"engine", "prefix_miss"},
+			[]Cause{schemas.CauseEntityDegraded, schemas.CausePrefixMiss}},
 		{"unrelated culprits keep their order",
 			[]Culprit{{Cause: schemas.CauseThermalThrottle, Entity: gpu}, {Cause: schemas.CauseLongOutputs, Entity: scope}},
 			[]string{"thermal_throttle", "output_mix"},

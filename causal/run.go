@@ -340,8 +340,20 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 		return nil // no stretch after the window's start is long enough: skip the series query
 	}
 	start, end, ok, err := r.breachStart()
-	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
+	if err != nil {
 		return err
+	}
+	how := "the series changes at " + start.UTC().Format(time.RFC3339) + map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)]
+	if !ok {
+		// No step: a fault that comes and goes (tailScan).
+		var p float64
+		if start, end, p, ok, err = r.tailScan(); err != nil {
+			return err
+		}
+		how = fmt.Sprintf("its tail requests gather in %s (p %.2g against its own earlier rate)", fmtInterval(Interval{Start: start, End: end}), p)
+	}
+	if !ok || end.Sub(start) < r.cfg.MinBreachStretch {
+		return nil
 	}
 	stretch := Interval{Start: start, End: end}
 	n, err := r.count(r.whereIn(stretch))
@@ -356,8 +368,8 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	if !slices.Contains(b.Reasons, "baseline") {
 		return nil
 	}
-	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
-		r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
+	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but %s: window narrowed to %s (%.0f ms)",
+		r.q, r.winQ.Estimate, how, fmtInterval(stretch), q.Estimate)
 	r.win, r.nWin, r.winQ, r.qseries = stretch, n, q, nil
 	r.breach = stats.Breach{Breached: true, Reasons: b.Reasons}
 	return nil
@@ -421,6 +433,22 @@ func (r *run) resolveBaseline() error {
 			return nil
 		}
 	}
+	if !ok && r.req.Focus == nil {
+		// No step in the quantile series: a fault that comes and goes (XID
+		// bursts) needs two change points and pays their penalty twice.
+		// Its tail requests still pile up in a stretch of the window.
+		from, to, p, found, err := r.tailScan()
+		if err != nil {
+			return err
+		}
+		if found {
+			b := Interval{Start: r.win.Start, End: from}
+			r.base, r.baseSource = &b, BaselineChangePoint
+			r.win = Interval{Start: from, End: to}
+			r.note("baseline from the window itself: the scope's tail requests gather in %s (p %.2g against its own earlier rate); window narrowed to it, the time before it the baseline", fmtInterval(r.win), p)
+			return nil
+		}
+	}
 	if !ok {
 		r.baseSource = BaselineNone
 		r.note("no baseline: %d requests in the %s before the window and no change point inside it", n, r.cfg.BaselineLength)
@@ -454,6 +482,81 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 		end = starts[j]
 	}
 	return starts[i], end, true, nil
+}
+
+// tailScan is the scope's own time scan, for a window whose quantile
+// series has no step (with no baseline, or with a preceding one the whole
+// window does not breach: breachInside): the window cut into scanBuckets
+// stretches, the requests above the window's quantile (and above the
+// lower scan threshold) counted in each, and every run of stretches
+// after the first tested against the scope's own rate before it
+// (ownPastSF), Bonferroni-corrected over the runs and both thresholds at
+// Config.EntityAlpha. It returns the most significant run, at least
+// MinBreachStretch long; whether it is a breach (material) is for the
+// breach rule, against the time before it.
+func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
+	span := r.win.End.UnixNano() - r.win.Start.UnixNano()
+	width := (span + scanBuckets - 1) / scanBuckets
+	if time.Duration(width) <= 0 {
+		return from, to, 1, false, nil
+	}
+	lv := scanThresholds(r.q)
+	ts, err := r.floats("scan thresholds", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)), toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s",
+		dag.FormatFloat(lv[0]), r.y, dag.FormatFloat(lv[1]), r.y, r.table(), r.winWhere()), 2)
+	if err != nil || !finite(ts[0]) || !finite(ts[1]) {
+		return from, to, 1, false, err
+	}
+	var buckets [2][scanBuckets]bucketCounts
+	q := fmt.Sprintf("SELECT toFloat64(intDiv(start_ns - %d, %d)) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY tc_b",
+		r.win.Start.UnixNano(), width, r.y, dag.FormatFloat(ts[0]), r.y, dag.FormatFloat(ts[1]), r.table(), r.winWhere())
+	err = r.query("scope buckets", q, func(rows Rows) error {
+		var b, n, k0, k1 float64
+		if err := rows.Scan(&b, &n, &k0, &k1); err != nil {
+			return err
+		}
+		if i := int(b); b >= 0 && i < scanBuckets {
+			buckets[0][i] = bucketCounts{n: buckets[0][i].n + n, k: buckets[0][i].k + k0}
+			buckets[1][i] = bucketCounts{n: buckets[1][i].n + n, k: buckets[1][i].k + k1}
+		}
+		return nil
+	})
+	if err != nil {
+		return from, to, 1, false, err
+	}
+	minLen := int((r.cfg.MinBreachStretch + time.Duration(width) - 1) / time.Duration(width))
+	lo, hi, best := scopeScan(buckets, minLen)
+	alpha := r.cfg.EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
+	if best > alpha {
+		return from, to, best, false, nil
+	}
+	from = time.Unix(0, r.win.Start.UnixNano()+int64(lo)*width).UTC()
+	to = time.Unix(0, min(r.win.Start.UnixNano()+int64(hi+1)*width, r.win.End.UnixNano())).UTC()
+	return from, to, best, true, nil
+}
+
+// scopeScan is tailScan's search over its counts (one row per scan
+// threshold): the run of at least minLen stretches, after the first, whose
+// tail count is least likely against the scope's own rate before it
+// (ownPastSF), and its one-sided p-value (1 when none passes the floors).
+func scopeScan(buckets [2][scanBuckets]bucketCounts, minLen int) (lo, hi int, p float64) {
+	p = 1
+	for _, bs := range buckets {
+		var past bucketCounts
+		for l := 1; l < scanBuckets; l++ {
+			past.n, past.k = past.n+bs[l-1].n, past.k+bs[l-1].k
+			var cur bucketCounts
+			for h := l; h < scanBuckets; h++ {
+				cur.n, cur.k = cur.n+bs[h].n, cur.k+bs[h].k
+				if h-l+1 < minLen {
+					continue
+				}
+				if q, ok := ownPastSF(cur, past); ok && q < p {
+					lo, hi, p = l, h, q
+				}
+			}
+		}
+	}
+	return lo, hi, p
 }
 
 // breachRecovery finds where a breach that was on from the window's start
@@ -736,6 +839,11 @@ func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func
 		}
 		switch {
 		case a.Cause == schemas.CauseEntityDegraded && b.Cause != schemas.CauseEntityDegraded && !workload(b) && overlaps(a.Entity, b.Entity):
+			return true
+		case a.Cause == schemas.CauseEntityDegraded && whole[a.Entity] && b.Cause != schemas.CauseEntityDegraded && !localized(b.Entity) && b.AttributableFraction >= 0.5*a.AttributableFraction:
+			// The scope's only host, judged against its own baseline, is
+			// the scope's change net of the mechanisms: a mechanism of the
+			// whole scope that explains as much is the better answer.
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first

@@ -229,17 +229,19 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	for si, s := range all {
 		p := &plans[si]
 		p.breached = pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
-		var totalTail float64
+		var totalTail, totalN float64
 		for _, e := range s.entities {
 			if e.kind == LevelEngine {
-				totalTail += e.k
+				totalTail, totalN = totalTail+e.k, totalN+e.n
 			}
 		}
 		// The scope's breach is one entity's when that entity holds most
-		// of the scope's window tail (deferred: confirmed below, when a
-		// culprit acts on that entity).
+		// of the scope's window tail at a higher rate than the rest of the
+		// scope (deferred: confirmed below, when a culprit acts on that
+		// entity). A host that serves most of the requests holds most of
+		// the tail of a surge on the whole model, at the same rate.
 		if s.an.Incident.Status == StatusFiring {
-			if len(p.breached) > 0 && totalTail > 0 && p.breached[0].k >= a.cfg.FocusShare*totalTail {
+			if len(p.breached) > 0 && totalTail > 0 && p.breached[0].k >= a.cfg.FocusShare*totalTail && worseThanRest(p.breached[0], totalTail, totalN) {
 				p.deferred = true
 			} else {
 				p.scopeFirst = true
@@ -334,6 +336,16 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	}
 	res.ok = a.okAnswer(req, res)
 	return res, nil
+}
+
+// worseThanRest reports whether entity e's window tail rate is above the
+// rest of its scope's (tail of n requests in all); an entity that is the
+// whole scope is.
+func worseThanRest(e *screened, tail, n float64) bool {
+	if n-e.n <= 0 || e.n <= 0 {
+		return true
+	}
+	return e.k/e.n > (tail-e.k)/(n-e.n)
 }
 
 // okAnswer is the status-ok document of a sweep with no breach.
@@ -737,7 +749,6 @@ func scanEntities(set []*screened, ts [2]float64) {
 
 // scanOnce is one threshold's scan (scanEntities).
 func scanOnce(set []*screened) {
-	maxS := func(mu float64) float64 { return math.Max((1-mu)/(mu*0.25*0.25)-1, 1e-3) }
 	for i, e := range set {
 		best, bestEx := 1.0, 0.0
 		var from, to int
@@ -777,11 +788,25 @@ func scanOnce(set []*screened) {
 					// entity's own ratio to them before (at least 1): an
 					// entity that was always behind must fall further
 					// behind, significantly, to count.
-					prior := stats.MomentsPrior(peers, maxS)
+					prior := stats.MomentsPrior(peers, minCVConc)
 					rate := (pk + 0.5) / (pn + 1)
 					f := math.Max(before, 1)
 					mu := math.Min(prior.Mean()*f, 0.5)
 					conc := prior.Alpha + prior.Beta
+					// The peers' rate and the earlier ratio are measured
+					// from counts, not known: a pod always behind (23 tail
+					// requests of 737 before, its peers 22 of 2,946) whose
+					// peers then had 9 instead of 22 looked three times
+					// further behind in a fault-free tuning run. Their log
+					// variances (trigamma of the Jeffreys counts) add to
+					// the yardstick's spread, as in the own-past test.
+					lv := trigamma(pk + 0.5)
+					if before > 1 {
+						own, peersPast := past(set, i, lo)
+						lv += trigamma(own.k+0.5) + trigamma(peersPast.k+0.5)
+					}
+					cv2 := (1+1/(mu*conc))*math.Exp(lv) - 1
+					conc = math.Min(1/(cv2*mu), conc)
 					if ke/ne >= 3*rate && ke/ne >= 2*rate*before {
 						if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
 							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
@@ -797,18 +822,15 @@ func scanOnce(set []*screened) {
 					continue
 				}
 				own, peersPast := past(set, i, lo)
-				pastN, pastK, ppN, ppK := own.n, own.k, peersPast.n, peersPast.k
-				if pastN < 100 {
+				ppN, ppK := peersPast.n, peersPast.k
+				if own.n < 100 {
 					continue
 				}
 				drift := 1.0
 				if ppN > 0 && pn > 0 {
 					drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
 				}
-				// Jeffreys posterior of the past rate, scaled by the drift,
-				// as a Beta with the same concentration.
-				mu := math.Min((pastK+0.5)/(pastN+1)*drift, 0.5)
-				sPast := math.Min(pastN+1, maxS(mu)) // the MinCV floor: rates drift
+				mu, sPast := ownPastPrior(own, drift)
 				if ke/ne < 3*mu {
 					continue
 				}
@@ -836,6 +858,35 @@ func scanOnce(set []*screened) {
 			e.scanLo, e.scanHi = from, to
 		}
 	}
+}
+
+// minCVConc is the MinCV floor of the scans' Beta yardsticks: the
+// largest concentration a Beta of mean mu may have, so that its CV stays
+// at least 0.25 (tail rates drift more than binomial noise says).
+func minCVConc(mu float64) float64 { return math.Max((1-mu)/(mu*0.25*0.25)-1, 1e-3) }
+
+// ownPastPrior is the yardstick of an own-past test: the Jeffreys
+// posterior of the past tail rate, scaled by drift, as a Beta of mean mu
+// and concentration s (the same counts' concentration, under the MinCV
+// floor).
+func ownPastPrior(past bucketCounts, drift float64) (mu, s float64) {
+	mu = math.Min((past.k+0.5)/(past.n+1)*drift, 0.5)
+	return mu, math.Min(past.n+1, minCVConc(mu))
+}
+
+// ownPastSF is the one-sided p-value of a stretch's tail count against its
+// own past's rate (ownPastPrior, no drift), with scanOnce's floors: at
+// least 20 requests and 5 tail ones in the stretch, 100 before it, and 3
+// times the past rate. ok is false where a floor is not met.
+func ownPastSF(cur, past bucketCounts) (float64, bool) {
+	if cur.n < 20 || cur.k < 5 || past.n < 100 {
+		return 1, false
+	}
+	mu, s := ownPastPrior(past, 1)
+	if cur.k/cur.n < 3*mu {
+		return 1, false
+	}
+	return betaBinomialSF(cur.k, cur.n, mu*s, (1-mu)*s), true
 }
 
 // pickEntityBreaches keeps the entities the time scan found significantly

@@ -316,3 +316,42 @@ func TestTrigamma(t *testing.T) {
 		}
 	}
 }
+
+// The peers' yardstick is measured too: in a fault-free tuning run (seed
+// 862, healthy half hour before) a pod always behind its four peers (23
+// tail requests of 737 before, they 22 of 2,946) looked three times
+// further behind when, by chance, the peers had 9 of 2,956 in the window
+// and the pod 28 of 738. Counting the spread of the peers' rate and of
+// the earlier ratio, it is not a breach; a real fault on the same pod
+// (90 tail requests) still is.
+func TestScanPeersYardstickIsMeasured(t *testing.T) {
+	fleet := func(podK float64) []*screened {
+		pre := []float64{23, 2, 3, 3, 14}
+		win := []float64{podK, 5, 1, 1, 2}
+		var set []*screened
+		for i := range pre {
+			e := &screened{key: string(rune('a' + i)), pre: bucketCounts{n: 737, k: pre[i]}}
+			for b := range scanBuckets {
+				k := 0.0
+				if b > 0 {
+					// The window's tail in buckets 1–9, as evenly as counts go.
+					k = math.Floor(win[i]*float64(b)/9) - math.Floor(win[i]*float64(b-1)/9)
+				}
+				e.buckets = append(e.buckets, bucketCounts{n: 74, k: k})
+			}
+			set = append(set, e)
+		}
+		return set
+	}
+	alpha := 0.01 / 5 / float64(2*scanBuckets*(scanBuckets+1))
+	chance := fleet(28)
+	scanOnce(chance)
+	if e := chance[0]; e.scanWhy != "" && e.scanP <= alpha {
+		t.Errorf("a pod always behind, its peers lucky: p %.3g ≤ %.3g (%s)", e.scanP, alpha, e.scanWhy)
+	}
+	fault := fleet(90)
+	scanOnce(fault)
+	if e := fault[0]; e.scanWhy != "peers" || e.scanP > alpha {
+		t.Errorf("a fault on the pod: p %.3g (%q), want peers ≤ %.3g", e.scanP, e.scanWhy, alpha)
+	}
+}
