@@ -351,7 +351,7 @@ func (r *run) examineDegraded() error {
 		}
 		for _, k := range sortedKeys(r.engines) {
 			es := r.engines[k]
-			if !engCand[k] && es.healthOK && es.health < r.cfg.DegradedHealth && es.nw >= float64(r.cfg.MinEntityRows) {
+			if !engCand[k] && (es.healthOK && es.health < r.cfg.DegradedHealth || r.focusOn(kindEngine, es)) && es.nw >= float64(r.cfg.MinEntityRows) {
 				cands = append(cands, cand{node: engNode, es: es, kind: kindEngine})
 				engCand[k] = true
 			}
@@ -448,6 +448,27 @@ func (r *run) examineDegraded() error {
 		}
 	}
 	return r.ensureCounterfactuals()
+}
+
+// focusOn reports whether es (an engine or a host) is the entity the
+// analysis focuses on (Request.Focus). Its time scan found it worse than
+// its peers or its own past in a stretch: it is examined for
+// entity.degraded whatever its health over the window, which scores its
+// level against peers that may always be slower (a host whose engines
+// raised their P99 by half, to that of two slower hosts: health 0.34, no culprit,
+// the breach dropped).
+func (r *run) focusOn(kind string, es *entityStats) bool {
+	f := r.req.Focus
+	if f == nil || es.host != f.Entity.Host {
+		return false
+	}
+	switch kind {
+	case kindHost:
+		return f.Level == LevelHost
+	case kindEngine:
+		return f.Level == LevelEngine && es.pod == f.Entity.Pod && es.engine == f.Entity.Engine
+	}
+	return false
 }
 
 // soleHost is the scope's one host when every engine of the scope runs on
@@ -551,7 +572,7 @@ func (r *run) degradedHosts() []degradedHost {
 	var out []degradedHost
 	for _, h := range sortedKeys(r.hosts) {
 		es := r.hosts[h]
-		if h == "" || !es.healthOK || es.health >= r.cfg.DegradedHealth || es.nw < float64(r.cfg.MinEntityRows) {
+		if h == "" || !(es.healthOK && es.health < r.cfg.DegradedHealth || r.focusOn(kindHost, es)) || es.nw < float64(r.cfg.MinEntityRows) {
 			continue
 		}
 		var engines []string

@@ -793,21 +793,14 @@ func scanOnce(set []*screened) {
 					f := math.Max(before, 1)
 					mu := math.Min(prior.Mean()*f, 0.5)
 					conc := prior.Alpha + prior.Beta
-					// The peers' rate and the earlier ratio are measured
-					// from counts, not known: a pod always behind (23 tail
-					// requests of 737 before, its peers 22 of 2,946) whose
-					// peers then had 9 instead of 22 looked three times
-					// further behind in a fault-free tuning run. Their log
-					// variances (trigamma of the Jeffreys counts) add to
-					// the yardstick's spread, as in the own-past test.
-					lv := trigamma(pk + 0.5)
-					if before > 1 {
-						own, peersPast := past(set, i, lo)
-						lv += trigamma(own.k+0.5) + trigamma(peersPast.k+0.5)
-					}
-					cv2 := (1+1/(mu*conc))*math.Exp(lv) - 1
-					conc = math.Min(1/(cv2*mu), conc)
-					if ke/ne >= 3*rate && ke/ne >= 2*rate*before {
+					// Its own rate must rise too: a pod always behind (23
+					// tail requests of 737 before, its peers 22 of 2,946)
+					// looked three times further behind when its peers
+					// had, by chance, 9 of 2,956 in the window, its own
+					// rate barely moved (28 of 738), in a fault-free tuning
+					// run.
+					own, _ := past(set, i, lo)
+					if ke/ne >= 3*rate && ke/ne >= 2*rate*before && ke/ne >= 2*(own.k+0.5)/(own.n+1) {
 						if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
 							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
 						}

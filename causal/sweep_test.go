@@ -317,14 +317,13 @@ func TestTrigamma(t *testing.T) {
 	}
 }
 
-// The peers' yardstick is measured too: in a fault-free tuning run (seed
-// 862, healthy half hour before) a pod always behind its four peers (23
-// tail requests of 737 before, they 22 of 2,946) looked three times
-// further behind when, by chance, the peers had 9 of 2,956 in the window
-// and the pod 28 of 738. Counting the spread of the peers' rate and of
-// the earlier ratio, it is not a breach; a real fault on the same pod
-// (90 tail requests) still is.
-func TestScanPeersYardstickIsMeasured(t *testing.T) {
+// Against its peers an entity's own rate must rise too: in a fault-free
+// tuning run (seed 862, healthy half hour before) a pod always behind its
+// four peers (23 tail requests of 737 before, they 22 of 2,946) looked
+// three times further behind when, by chance, the peers had 9 of 2,956 in
+// the window; its own rate barely moved (28 of 738). A real fault on the
+// same pod (90 tail requests) is still a breach.
+func TestScanPeersOwnRateMustRise(t *testing.T) {
 	fleet := func(podK float64) []*screened {
 		pre := []float64{23, 2, 3, 3, 14}
 		win := []float64{podK, 5, 1, 1, 2}
