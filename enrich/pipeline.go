@@ -112,14 +112,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return first
 }
 
-func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
-	td, err := normalize.DecodeTraces(b, normalize.Encoding(p.cfg.Encoding))
-	if err != nil {
-		return normalize.Batch{}, err
-	}
-	return normalize.Traces(td), nil
-}
-
 // runSpans is the join path: span consumer group, broadcast metric readers,
 // the join, the ClickHouse sink and the committer.
 func (p *Pipeline) runSpans(ctx context.Context) error {
@@ -160,6 +152,7 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 	wg.Add(1)
 	go func() { // span fetcher: decode in parallel with the join
 		defer wg.Done()
+		var dec normalize.TracesDecoder
 		for {
 			m, err := reader.FetchMessage(fetchCtx)
 			if err != nil {
@@ -172,7 +165,7 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 			}
 			p.C.SpanRecords.Add(1)
 			rec := spanRec{msg: m}
-			rec.batch, rec.err = p.decodeTraces(m.Value)
+			rec.batch, rec.err = dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
 			if rec.err == nil {
 				rec.outOfBounds, rec.boundsWhy = p.bounds().spans(&rec.batch)
 			}

@@ -20,6 +20,15 @@ type reqBuilder struct {
 }
 
 func (n *traceNormalizer) buildRequests() {
+	reqs := 0
+	for i := range n.refs {
+		if n.refs[i].class.isRequest() {
+			reqs++
+		}
+	}
+	if reqs > 0 {
+		n.out.Requests = make([]Request, 0, reqs)
+	}
 	for i := range n.refs {
 		ref := &n.refs[i]
 		if !ref.class.isRequest() {
@@ -29,6 +38,9 @@ func (n *traceNormalizer) buildRequests() {
 			continue
 		}
 		n.out.Requests = append(n.out.Requests, n.request(i))
+	}
+	if len(n.out.Requests) == 0 {
+		n.out.Requests = nil // as when none was allocated
 	}
 }
 

@@ -97,10 +97,34 @@ func (v value) AsString() string {
 	case pcommon.ValueTypeInt:
 		return strconv.FormatInt(v.Int(), 10)
 	case pcommon.ValueTypeDouble:
-		// pdata's rendering (ES6 number to string), from pdata itself.
-		return pcommon.NewValueDouble(v.Double()).AsString()
+		return doubleString(v.Double())
 	}
 	return v.pv.AsString()
+}
+
+// doubleString renders f as pcommon.Value.AsString does (as ES6 converts
+// a number to a string), without building a pdata value for it
+// (TestDoubleString holds the two together).
+func doubleString(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	var scratch [32]byte
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b := strconv.AppendFloat(scratch[:0], f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1] // e-09 → e-9
+		b = b[:n-1]
+	}
+	return string(b)
 }
 
 // pdataValue is v as a value.
