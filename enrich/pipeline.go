@@ -43,6 +43,9 @@ type Counters struct {
 	// event time outside [now − MaxEventAge, now + MaxEventSkew] (their
 	// records are rejected and dead-lettered).
 	OutOfBounds atomic.Int64
+	// SharedDecodes counts metric records one reader took decoded from
+	// the other (samples group, broadcast readers: metricDecodes).
+	SharedDecodes atomic.Int64
 }
 
 // Pipeline is the enricher.
@@ -54,6 +57,9 @@ type Pipeline struct {
 	C      Counters
 	joinMu sync.Mutex // guards joinStats snapshot
 	jstats join.Stats
+	// decodes hands metric records decoded by one reader of the metric
+	// topic to the other.
+	decodes *metricDecodes
 }
 
 // New builds a pipeline.
@@ -65,7 +71,9 @@ func New(cfg Config, store RowWriter, log *slog.Logger) (*Pipeline, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}, nil
+	p := &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}
+	p.decodes = newMetricDecodes(maxSharedSamples, func() { p.C.SharedDecodes.Add(1) })
+	return p, nil
 }
 
 // JoinStats is the latest snapshot of the join's counters.
