@@ -111,29 +111,10 @@ func (wt *wireTraces) decode(b []byte) (*traceData, bool) {
 // resourceSpans reads a ResourceSpans: resource 1, scope_spans 2,
 // schema_url 3.
 func (wt *wireTraces) resourceSpans(b []byte) bool {
-	var resource []byte
-	var haveResource, haveSchema bool
-	wt.scopes = wt.scopes[:0]
-	w := wireMsg{b: b}
-	for w.more() {
-		num, t, ok := w.tag()
-		if !ok || t != wtLen {
-			return false
-		}
-		v, ok := w.bytes()
-		if !ok {
-			return false
-		}
-		switch {
-		case num == 1 && !haveResource:
-			resource, haveResource = v, true
-		case num == 2:
-			wt.scopes = append(wt.scopes, v)
-		case num == 3 && !haveSchema:
-			haveSchema = true
-		default:
-			return false
-		}
+	resource, scopes, ok := container(b, wt.scopes[:0])
+	wt.scopes = scopes
+	if !ok {
+		return false
 	}
 	res, ok := wt.resource(resource)
 	if !ok {
@@ -289,29 +270,10 @@ func anyValue(b []byte) (value, bool) {
 // scopeSpans reads a ScopeSpans (scope 1, spans 2, schema_url 3) of
 // resource res.
 func (wt *wireTraces) scopeSpans(b []byte, res int) bool {
-	var scope []byte
-	var haveScope, haveSchema bool
-	wt.spanBufs = wt.spanBufs[:0]
-	w := wireMsg{b: b}
-	for w.more() {
-		num, t, ok := w.tag()
-		if !ok || t != wtLen {
-			return false
-		}
-		v, ok := w.bytes()
-		if !ok {
-			return false
-		}
-		switch {
-		case num == 1 && !haveScope:
-			scope, haveScope = v, true
-		case num == 2:
-			wt.spanBufs = append(wt.spanBufs, v)
-		case num == 3 && !haveSchema:
-			haveSchema = true
-		default:
-			return false
-		}
+	scope, spans, ok := container(b, wt.spanBufs[:0])
+	wt.spanBufs = spans
+	if !ok {
+		return false
 	}
 	name, ok := scopeName(scope)
 	if !ok {

@@ -17,23 +17,11 @@ import (
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 )
 
-// sameTracesAsPdata checks TracesProto against pdata on pb: when it takes
-// pb, pdata must accept pb and normalize it to the same Batch. It reports
-// whether the fast path took pb.
+// sameTracesAsPdata checks TracesProto against pdata on pb
+// (wireMatchesPdata).
 func sameTracesAsPdata(t testing.TB, pb []byte) bool {
 	t.Helper()
-	got, ok := TracesProto(pb)
-	if !ok {
-		return false
-	}
-	td, err := DecodeTraces(pb, EncodingProto)
-	if err != nil {
-		t.Fatalf("the wire path took a payload pdata refuses: %v", err)
-	}
-	if diff := cmp.Diff(Traces(td), got, cmpopts.EquateNaNs()); diff != "" {
-		t.Fatalf("wire path and pdata disagree (-pdata +wire):\n%s", diff)
-	}
-	return true
+	return wireMatchesPdata(t, pb, TracesProto, DecodeTraces, Traces)
 }
 
 func marshalTraces(t testing.TB, td ptrace.Traces) []byte {
