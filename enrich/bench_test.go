@@ -174,6 +174,7 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 			"kafka-cores":          r.samples.cores("kafka"),
 			"raw-clickhouse-cores": r.rawCores("clickhouse", gpuSamplesTable, engineSamplesTable),
 			"s-total":              r.total.Seconds(),
+			"shared-decodes":       r.shared,
 		})
 	}
 	reportMedians(b, runs)

@@ -176,7 +176,7 @@ func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.
 		}
 		p.C.MetricRecords.Add(1)
 		rec := metricRec{partition: part, behind: m.HighWaterMark > m.Offset+1}
-		if b, err := dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding)); err == nil {
+		if b, err := p.decodes.decode(&dec, m, normalize.Encoding(p.cfg.Encoding)); err == nil {
 			// Rejects, out-of-bounds samples included, are recorded once,
 			// by the samples group; here such a sample must neither move
 			// the join's clock nor pause this reader.

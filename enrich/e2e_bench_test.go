@@ -139,6 +139,9 @@ type e2eResult struct {
 	rawWall map[string]time.Duration
 	rawCPU  map[string]testkit.CPUReading
 	rows    map[string]int
+	// shared is the share of the metric records' reads (samples group
+	// and broadcast readers) that took the other reader's decode.
+	shared float64
 }
 
 // rawRate is the ceiling's rows per second over the given tables.
@@ -277,6 +280,9 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+	if reads := p.C.MetricRecords.Load() + p.C.SampleRecords.Load(); reads > 0 {
+		res.shared = float64(p.C.SharedDecodes.Load()) / float64(reads)
 	}
 	res.requests, res.haveReq = window(snaps, requests, func(s e2eSnapshot) int64 { return s.requests })
 	res.samples, res.haveSmp = window(snaps, points, func(s e2eSnapshot) int64 { return s.samples })

@@ -76,24 +76,30 @@ func (b eventBounds) spans(bt *normalize.Batch) (int, string) {
 	return dropped, fmt.Sprintf("%d spans outside the accepted event time %s (--max-event-age, --max-event-skew); the first: %s", dropped, b, first)
 }
 
-// samples is s without the samples whose time lies outside the bounds (s's
-// array is reused), how many were removed, and a detail as for spans.
+// samples is s without the samples whose time lies outside the bounds (s
+// itself when none does; s is never written), how many were removed, and
+// a detail as for spans.
 func (b eventBounds) samples(s []normalize.Sample) ([]normalize.Sample, int, string) {
-	keep := s[:0]
+	var keep []normalize.Sample // a copy, once one is dropped: s may be shared (metricDecodes)
 	var first string
-	for _, x := range s {
+	dropped := 0
+	for i, x := range s {
 		if b.in(x.TimeNs) {
-			keep = append(keep, x)
+			if keep != nil {
+				keep = append(keep, x)
+			}
 			continue
 		}
+		if keep == nil {
+			keep = append(make([]normalize.Sample, 0, len(s)-1), s[:i]...)
+		}
+		dropped++
 		if first == "" {
 			first = fmt.Sprintf("%s of host %q at %s", x.Metric, x.Placement.Host, fmtNs(x.TimeNs))
 		}
 	}
-	dropped := len(s) - len(keep)
-	clear(s[len(keep):])
 	if dropped == 0 {
-		return keep, 0, ""
+		return s, 0, ""
 	}
 	return keep, dropped, fmt.Sprintf("%d samples outside the accepted event time %s (--max-event-age, --max-event-skew); the first: %s", dropped, b, first)
 }

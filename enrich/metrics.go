@@ -22,6 +22,7 @@ func CounterFields() map[string]obs.Field {
 		"UnknownMetrics":    {Help: "Metric points of names the normalizer does not know (ignored)."},
 		"IgnoredSpans":      {Help: "Spans the normalizer ignored (not a request or step span it knows)."},
 		"OutOfBounds":       {Help: "Requests, steps and samples dropped for an event time outside [now - max event age, now + max event skew]."},
+		"SharedDecodes":     {Help: "Metric records decoded once for both of this process's readers of the metric topic (samples group and broadcast readers)."},
 	}
 }
 

@@ -43,6 +43,9 @@ type Counters struct {
 	// event time outside [now − MaxEventAge, now + MaxEventSkew] (their
 	// records are rejected and dead-lettered).
 	OutOfBounds atomic.Int64
+	// SharedDecodes counts metric records one reader took decoded from
+	// the other (samples group, broadcast readers: metricDecodes).
+	SharedDecodes atomic.Int64
 }
 
 // Pipeline is the enricher.
@@ -54,6 +57,9 @@ type Pipeline struct {
 	C      Counters
 	joinMu sync.Mutex // guards joinStats snapshot
 	jstats join.Stats
+	// decodes hands metric records decoded by one reader of the metric
+	// topic to the other.
+	decodes *metricDecodes
 }
 
 // New builds a pipeline.
@@ -65,7 +71,9 @@ func New(cfg Config, store RowWriter, log *slog.Logger) (*Pipeline, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}, nil
+	p := &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}
+	p.decodes = newMetricDecodes(maxSharedSamples, func() { p.C.SharedDecodes.Add(1) })
+	return p, nil
 }
 
 // JoinStats is the latest snapshot of the join's counters.
@@ -112,14 +120,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return first
 }
 
-func (p *Pipeline) decodeTraces(b []byte) (normalize.Batch, error) {
-	td, err := normalize.DecodeTraces(b, normalize.Encoding(p.cfg.Encoding))
-	if err != nil {
-		return normalize.Batch{}, err
-	}
-	return normalize.Traces(td), nil
-}
-
 // runSpans is the join path: span consumer group, broadcast metric readers,
 // the join, the ClickHouse sink and the committer.
 func (p *Pipeline) runSpans(ctx context.Context) error {
@@ -160,6 +160,7 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 	wg.Add(1)
 	go func() { // span fetcher: decode in parallel with the join
 		defer wg.Done()
+		var dec normalize.TracesDecoder
 		for {
 			m, err := reader.FetchMessage(fetchCtx)
 			if err != nil {
@@ -172,7 +173,7 @@ func (p *Pipeline) runSpans(ctx context.Context) error {
 			}
 			p.C.SpanRecords.Add(1)
 			rec := spanRec{msg: m}
-			rec.batch, rec.err = p.decodeTraces(m.Value)
+			rec.batch, rec.err = dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
 			if rec.err == nil {
 				rec.outOfBounds, rec.boundsWhy = p.bounds().spans(&rec.batch)
 			}

@@ -89,8 +89,8 @@ func (p *Pipeline) full(sb *sampleBatch) bool {
 // until ctx ends.
 func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
 	st := &sampleState{
-		// sampleRows is done with a record's samples before the next.
-		dec:      normalize.MetricsDecoder{ReuseSamples: true},
+		// Not ReuseSamples: a record's Batch may go to the broadcast
+		// readers (metricDecodes).
 		counters: normalize.NewCounters(p.cfg.Join.MaxCounterSeries),
 		gpu:      newRowEncoder(gpuSamplesTable),
 		eng:      newRowEncoder(engineSamplesTable),
@@ -138,7 +138,7 @@ type sampleState struct {
 func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, st *sampleState) {
 	p.C.SampleRecords.Add(1)
 	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-	b, err := st.dec.Record(m.Value, normalize.Encoding(p.cfg.Encoding))
+	b, err := p.decodes.decode(&st.dec, m, normalize.Encoding(p.cfg.Encoding))
 	if err != nil {
 		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
 		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))

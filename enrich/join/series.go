@@ -37,6 +37,9 @@ func (s *series) add(t uint64, v float64) bool {
 // trim drops points older than cutoff, keeping the last one before it so
 // that as-of lookups at the cutoff still find their level.
 func (s *series) trim(cutoff uint64) {
+	if len(s.t) < 2 || s.t[1] >= cutoff {
+		return // the search below would find i <= 1: most series, on most calls
+	}
 	i := sort.Search(len(s.t), func(i int) bool { return s.t[i] >= cutoff })
 	if i <= 1 {
 		return

@@ -51,7 +51,7 @@ const (
 
 // num reads a number from an attribute value: int, double, or a string
 // holding a number (OTLP-JSON producers and some SDKs send those).
-func num(v pcommon.Value) (float64, bool) {
+func num(v value) (float64, bool) {
 	var f float64
 	switch v.Type() {
 	case pcommon.ValueTypeDouble:
@@ -74,7 +74,7 @@ func num(v pcommon.Value) (float64, bool) {
 }
 
 // count reads a non-negative integer count (tokens) from an attribute value.
-func count(v pcommon.Value) (int64, bool) {
+func count(v value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		if n := v.Int(); n >= 0 {
@@ -98,7 +98,7 @@ func count(v pcommon.Value) (int64, bool) {
 
 // secondsToMs converts a float-seconds latency attribute to milliseconds.
 // Negative or unparsable values are unknown (NaN).
-func secondsToMs(v pcommon.Value) float64 {
+func secondsToMs(v value) float64 {
 	f, ok := num(v)
 	if !ok || f < 0 {
 		return math.NaN()
@@ -118,7 +118,7 @@ func nsToMs(start, end uint64) float64 {
 // firstFinishReason reads gen_ai.response.finish_reasons: a string[] (GenAI
 // conventions), JSON text such as `["stop"]` (vLLM, SGLang), or a bare
 // string. It returns the first reason, or "".
-func firstFinishReason(v pcommon.Value) string {
+func firstFinishReason(v value) string {
 	switch v.Type() {
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
@@ -206,7 +206,7 @@ type extras struct {
 
 type extraKV struct{ k, v string }
 
-func (e *extras) add(k string, v pcommon.Value) {
+func (e *extras) add(k string, v value) {
 	e.addStr(k, v.AsString())
 }
 
@@ -254,7 +254,7 @@ type placementBuilder struct {
 
 // attr takes k if it is a placement attribute and reports whether it did.
 // The first value seen for a field wins.
-func (b *placementBuilder) attr(k string, v pcommon.Value) bool {
+func (b *placementBuilder) attr(k string, v value) bool {
 	dst := b.field(k)
 	if dst == nil {
 		return false
@@ -308,7 +308,7 @@ func mergePlacement(p *Placement, q Placement) {
 }
 
 // strAttr returns a string attribute (any scalar rendered as a string).
-func strAttr(m pcommon.Map, k string) (string, bool) {
+func strAttr(m attrs, k string) (string, bool) {
 	v, ok := m.Get(k)
 	if !ok {
 		return "", false

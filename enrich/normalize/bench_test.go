@@ -155,6 +155,24 @@ func BenchmarkDecodeNormalizeVLLM500(b *testing.B) {
 	}
 }
 
+// BenchmarkTracesDecoderVLLM500 is BenchmarkDecodeNormalizeVLLM500 on the
+// wire path, as the enricher's span fetcher decodes.
+func BenchmarkTracesDecoderVLLM500(b *testing.B) {
+	buf := vllmBatch(b, 500)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	var d TracesDecoder
+	for b.Loop() {
+		out, err := d.Record(buf, EncodingProto)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(out.Requests) != 500 {
+			b.Fatalf("%d requests", len(out.Requests))
+		}
+	}
+}
+
 func BenchmarkNormalizeVLLM500(b *testing.B) {
 	td, err := DecodeTraces(vllmBatch(b, 500), EncodingProto)
 	if err != nil {

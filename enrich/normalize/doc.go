@@ -6,6 +6,10 @@
 //
 // Decoding: DecodeTraces, DecodeMetrics and DecodeLogs. Every decode error
 // wraps ErrMalformed (permanent: dead-letter it) or ErrUnknownEncoding.
+// TracesDecoder and MetricsDecoder decode and normalize records in one
+// step, from the wire form where the payload has the shape they read
+// (traceswire.go, metricswire.go) and through pdata otherwise, with the
+// same result and the same errors.
 //
 // # Request spans (Traces)
 //

@@ -160,7 +160,7 @@ func newMetricRes(res pcommon.Resource) metricRes {
 	var pb placementBuilder
 	var addr string
 	for k, v := range res.Attributes().All() {
-		if pb.attr(k, v) {
+		if pb.attr(k, pdataValue(v)) {
 			continue
 		}
 		if k == attrServerAddress {

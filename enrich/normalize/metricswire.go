@@ -267,29 +267,10 @@ func (wm *wireMetrics) decode(b []byte) (Batch, bool) {
 // resourceMetrics reads a ResourceMetrics: resource 1, scope_metrics 2,
 // schema_url 3.
 func (wm *wireMetrics) resourceMetrics(b []byte) bool {
-	var resource []byte
-	var haveResource, haveSchema bool
-	wm.scopes = wm.scopes[:0]
-	w := wireMsg{b: b}
-	for w.more() {
-		num, wt, ok := w.tag()
-		if !ok || wt != wtLen {
-			return false
-		}
-		v, ok := w.bytes()
-		if !ok {
-			return false
-		}
-		switch {
-		case num == 1 && !haveResource:
-			resource, haveResource = v, true
-		case num == 2:
-			wm.scopes = append(wm.scopes, v)
-		case num == 3 && !haveSchema:
-			haveSchema = true
-		default:
-			return false
-		}
+	resource, scopes, ok := container(b, wm.scopes[:0])
+	wm.scopes = scopes
+	if !ok {
+		return false
 	}
 	res, ok := wm.resource(resource)
 	if !ok {
@@ -301,6 +282,36 @@ func (wm *wireMetrics) resourceMetrics(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// container reads a message of the shape ResourceMetrics, ResourceSpans
+// and ScopeSpans share: a singular message field 1 (the resource or
+// scope), a repeated field 2 (what it holds) and schema_url 3. It returns
+// field 1 and items with field 2's values appended.
+func container(b []byte, items [][]byte) (first []byte, _ [][]byte, ok bool) {
+	var haveFirst, haveSchema bool
+	w := wireMsg{b: b}
+	for w.more() {
+		num, wt, ok := w.tag()
+		if !ok || wt != wtLen {
+			return nil, items, false
+		}
+		v, ok := w.bytes()
+		if !ok {
+			return nil, items, false
+		}
+		switch {
+		case num == 1 && !haveFirst:
+			first, haveFirst = v, true
+		case num == 2:
+			items = append(items, v)
+		case num == 3 && !haveSchema:
+			haveSchema = true
+		default:
+			return nil, items, false
+		}
+	}
+	return first, items, true
 }
 
 // resource reads a Resource (attributes 1, dropped_attributes_count 2) as

@@ -15,20 +15,26 @@ import (
 	"github.com/tailcause/tailcause/internal/otlpfixture"
 )
 
-// sameAsPdata checks MetricsProto against pdata on pb: when it takes pb,
-// pdata must accept pb and normalize it to the same Batch. It reports
-// whether the fast path took pb.
+// sameAsPdata checks MetricsProto against pdata on pb (wireMatchesPdata).
 func sameAsPdata(t testing.TB, pb []byte) bool {
 	t.Helper()
-	got, ok := MetricsProto(pb)
+	return wireMatchesPdata(t, pb, MetricsProto, DecodeMetrics, Metrics)
+}
+
+// wireMatchesPdata checks a wire path against pdata on pb: when wire takes
+// pb, pdata (decode, then normalize) must accept pb and normalize it to
+// the same Batch. It reports whether the wire path took pb.
+func wireMatchesPdata[T any](t testing.TB, pb []byte, wire func([]byte) (Batch, bool), decode func([]byte, Encoding) (T, error), normalize func(T) Batch) bool {
+	t.Helper()
+	got, ok := wire(pb)
 	if !ok {
 		return false
 	}
-	md, err := DecodeMetrics(pb, EncodingProto)
+	td, err := decode(pb, EncodingProto)
 	if err != nil {
 		t.Fatalf("the wire path took a payload pdata refuses: %v", err)
 	}
-	if diff := cmp.Diff(Metrics(md), got, cmpopts.EquateNaNs()); diff != "" {
+	if diff := cmp.Diff(normalize(td), got, cmpopts.EquateNaNs()); diff != "" {
 		t.Fatalf("wire path and pdata disagree (-pdata +wire):\n%s", diff)
 	}
 	return true

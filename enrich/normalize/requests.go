@@ -4,9 +4,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // reqBuilder accumulates one Request from its span and the spans around it.
@@ -23,6 +20,15 @@ type reqBuilder struct {
 }
 
 func (n *traceNormalizer) buildRequests() {
+	reqs := 0
+	for i := range n.refs {
+		if n.refs[i].class.isRequest() {
+			reqs++
+		}
+	}
+	if reqs > 0 {
+		n.out.Requests = make([]Request, 0, reqs)
+	}
 	for i := range n.refs {
 		ref := &n.refs[i]
 		if !ref.class.isRequest() {
@@ -33,6 +39,9 @@ func (n *traceNormalizer) buildRequests() {
 		}
 		n.out.Requests = append(n.out.Requests, n.request(i))
 	}
+	if len(n.out.Requests) == 0 {
+		n.out.Requests = nil // as when none was allocated
+	}
 }
 
 func (n *traceNormalizer) request(i int) Request {
@@ -40,16 +49,16 @@ func (n *traceNormalizer) request(i int) Request {
 	sp := ref.span
 	b := reqBuilder{tgiTotalMs: math.NaN(), tgiTPOTMs: math.NaN()}
 	b.ex.kv = n.extrasScratch[:0]
-	uid, traceHex, spanHex := spanUID(sp.TraceID(), sp.SpanID())
+	uid, traceHex, spanHex := spanUID(sp.traceID, sp.spanID)
 	b.r = Request{
 		UID:              uid,
 		TraceID:          traceHex,
 		SpanID:           spanHex,
-		SpanName:         sp.Name(),
+		SpanName:         sp.name,
 		Service:          ref.res.service,
-		StartNs:          uint64(sp.StartTimestamp()),
-		EndNs:            uint64(sp.EndTimestamp()),
-		Error:            sp.Status().Code() == ptrace.StatusCodeError,
+		StartNs:          sp.start,
+		EndNs:            sp.end,
+		Error:            sp.statusError,
 		E2EMs:            math.NaN(),
 		TTFTMs:           math.NaN(),
 		QueueMs:          math.NaN(),
@@ -62,8 +71,8 @@ func (n *traceNormalizer) request(i int) Request {
 		CachedTokens:     -1,
 		MaxTokens:        -1,
 	}
-	if !sp.ParentSpanID().IsEmpty() {
-		b.r.ParentSpanID = sp.ParentSpanID().String()
+	if !sp.parentID.IsEmpty() {
+		b.r.ParentSpanID = sp.parentID.String()
 	}
 
 	switch ref.class {
@@ -84,11 +93,11 @@ func (n *traceNormalizer) request(i int) Request {
 		b.r.TimelineSource = TimelineAggregate
 	}
 
-	for k, v := range sp.Attributes().All() {
-		if b.sourceAttr(k, v) || b.commonAttr(k, v) {
+	for _, a := range sp.attrs {
+		if b.sourceAttr(a.key, a.val) || b.commonAttr(a.key, a.val) {
 			continue
 		}
-		b.ex.add(k, v)
+		b.ex.add(a.key, a.val)
 	}
 
 	switch ref.class {
@@ -131,7 +140,7 @@ func (n *traceNormalizer) request(i int) Request {
 }
 
 // sourceAttr takes the attributes only one source defines.
-func (b *reqBuilder) sourceAttr(k string, v pcommon.Value) bool {
+func (b *reqBuilder) sourceAttr(k string, v value) bool {
 	switch b.r.Source {
 	case SourceSGLang:
 		switch k {
@@ -162,7 +171,7 @@ func (b *reqBuilder) sourceAttr(k string, v pcommon.Value) bool {
 }
 
 // commonAttr takes the attributes every source may carry.
-func (b *reqBuilder) commonAttr(k string, v pcommon.Value) bool {
+func (b *reqBuilder) commonAttr(k string, v value) bool {
 	if b.pb.attr(k, v) {
 		return true
 	}
@@ -197,7 +206,7 @@ func (b *reqBuilder) commonAttr(k string, v pcommon.Value) bool {
 	return true
 }
 
-func setCount(dst *int64, v pcommon.Value) bool {
+func setCount(dst *int64, v value) bool {
 	c, ok := count(v)
 	if ok {
 		*dst = c
@@ -207,7 +216,7 @@ func setCount(dst *int64, v pcommon.Value) bool {
 
 // latencyAttr maps the gen_ai.latency.* float-seconds attributes of vLLM,
 // SGLang and TRT-LLM.
-func (b *reqBuilder) latencyAttr(k string, v pcommon.Value) bool {
+func (b *reqBuilder) latencyAttr(k string, v value) bool {
 	var dst *float64
 	switch k[len(attrLatencyPrefix):] {
 	case "e2e":
@@ -235,11 +244,9 @@ func (b *reqBuilder) latencyAttr(k string, v pcommon.Value) bool {
 // finishEngine tells TRT-LLM from vLLM and reads the KV-transfer events.
 func (n *traceNormalizer) finishEngine(b *reqBuilder, ref *spanRef) {
 	var kvStart, kvEnd uint64
-	evs := ref.span.Events()
-	for e := 0; e < evs.Len(); e++ {
-		ev := evs.At(e)
-		ts := uint64(ev.Timestamp())
-		switch ev.Name() {
+	for _, ev := range ref.span.events {
+		ts := ev.ts
+		switch ev.name {
 		case "kv_cache_transfer_start":
 			if kvStart == 0 || (ts != 0 && ts < kvStart) {
 				kvStart = ts
@@ -264,7 +271,7 @@ func (n *traceNormalizer) finishEngine(b *reqBuilder, ref *spanRef) {
 
 // tgiAttr parses TGI's Rust Debug duration fields. Unparsable values stay
 // among the extras.
-func (b *reqBuilder) tgiAttr(k string, v pcommon.Value) bool {
+func (b *reqBuilder) tgiAttr(k string, v value) bool {
 	var dst *float64
 	keep := false
 	switch k {
@@ -407,10 +414,9 @@ func (t *tritonTimes) add(name string, ts uint64) {
 // on the model span.
 func (n *traceNormalizer) finishTriton(b *reqBuilder, i int) {
 	var t tritonTimes
-	addEvents := func(sp ptrace.Span) {
-		evs := sp.Events()
-		for e := 0; e < evs.Len(); e++ {
-			t.add(evs.At(e).Name(), uint64(evs.At(e).Timestamp()))
+	addEvents := func(sp *span) {
+		for _, ev := range sp.events {
+			t.add(ev.name, ev.ts)
 		}
 	}
 	addEvents(n.refs[i].span)
@@ -422,7 +428,7 @@ func (n *traceNormalizer) finishTriton(b *reqBuilder, i int) {
 			addEvents(sp)
 			p, _ := n.parent(d)
 			direct := p == i
-			attrs := sp.Attributes()
+			attrs := sp.attrs
 			if m, ok := strAttr(attrs, attrTritonModelName); ok {
 				if direct && directModel == "" {
 					directModel = m
@@ -442,8 +448,8 @@ func (n *traceNormalizer) finishTriton(b *reqBuilder, i int) {
 			if id, ok := strAttr(attrs, attrTritonRequestID); ok && b.tritonReqID == "" {
 				b.tritonReqID = id
 			}
-			if direct && directName == "" && sp.Name() != "compute" {
-				directName = sp.Name()
+			if direct && directName == "" && sp.name != "compute" {
+				directName = sp.name
 			}
 		}
 	}

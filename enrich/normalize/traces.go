@@ -3,6 +3,7 @@ package normalize
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -66,11 +67,12 @@ type resInfo struct {
 	trt       bool // TensorRT-LLM (trtllm-serve)
 }
 
-func newResInfo(res pcommon.Resource) *resInfo {
+func newResInfo(res attrs) *resInfo {
 	ri := &resInfo{}
 	var pb placementBuilder
 	var reqModel, respModel, tritonModel string
-	for k, v := range res.Attributes().All() {
+	for _, a := range res {
+		k, v := a.key, a.val
 		switch k {
 		case attrServiceName:
 			ri.service = v.AsString()
@@ -94,7 +96,7 @@ func newResInfo(res pcommon.Resource) *resInfo {
 
 // spanRef is one span of the message with its context.
 type spanRef struct {
-	span  ptrace.Span
+	span  *span
 	res   *resInfo
 	scope string
 	class spanClass
@@ -125,6 +127,8 @@ type traceNormalizer struct {
 	// span each infer span is linked with (follows_from, both directions).
 	tgiPrefillMs map[int]float64
 	tgiInferOf   map[int]int
+	// res is each resource's resInfo.
+	res []*resInfo
 	// extrasScratch is reused by every request's extras.
 	extrasScratch []extraKV
 	out           Batch
@@ -136,44 +140,55 @@ type traceNormalizer struct {
 // Ignored (everything else, by reason). SGLang retract events additionally
 // produce Steps. The Batch does not alias td.
 func Traces(td ptrace.Traces) Batch {
-	n := traceNormalizer{}
-	n.indexSpans(td)
-	n.scanNonRequests()
-	n.buildRequests()
-	return n.out
+	d := fromPdata(td)
+	var n traceNormalizer
+	return n.normalize(&d)
 }
 
-func (n *traceNormalizer) indexSpans(td ptrace.Traces) {
-	total := td.SpanCount()
-	n.refs = make([]spanRef, 0, total)
-	n.index = make(map[spanKey]int, total)
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		ri := newResInfo(rs.Resource())
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			scope := ss.Scope().Name()
-			spans := ss.Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				ref := spanRef{span: sp, res: ri, scope: scope}
-				ref.class, ref.role = classify(sp, ri, scope)
-				key := spanKey{sp.TraceID(), sp.SpanID()}
-				if _, dup := n.index[key]; !dup && !sp.SpanID().IsEmpty() {
-					n.index[key] = len(n.refs)
-				}
-				n.refs = append(n.refs, ref)
-			}
+// normalize is Traces on d. The Batch aliases d's strings, nothing else of
+// d or n; n's scratch space is reused by its next call.
+func (n *traceNormalizer) normalize(d *traceData) Batch {
+	n.indexSpans(d)
+	n.scanNonRequests()
+	n.buildRequests()
+	out := n.out
+	n.out = Batch{}
+	return out
+}
+
+func (n *traceNormalizer) indexSpans(d *traceData) {
+	total := len(d.spans)
+	n.refs = slices.Grow(n.refs[:0], total)
+	if n.index == nil {
+		n.index = make(map[spanKey]int, total)
+	} else {
+		clear(n.index)
+	}
+	clear(n.aux)
+	clear(n.tgiPrefillMs)
+	clear(n.tgiInferOf)
+	n.res = n.res[:0]
+	for _, res := range d.resources {
+		n.res = append(n.res, newResInfo(res))
+	}
+	for i := range d.spans {
+		sp := &d.spans[i]
+		sc := d.scopes[sp.scope]
+		ri := n.res[sc.res]
+		ref := spanRef{span: sp, res: ri, scope: sc.name}
+		ref.class, ref.role = classify(sp, ri, sc.name)
+		key := spanKey{sp.traceID, sp.spanID}
+		if _, dup := n.index[key]; !dup && !sp.spanID.IsEmpty() {
+			n.index[key] = len(n.refs)
 		}
+		n.refs = append(n.refs, ref)
 	}
 }
 
 // classify decides what a span is from its own name, scope and attributes.
-func classify(sp ptrace.Span, ri *resInfo, scope string) (spanClass, string) {
-	name := sp.Name()
-	attrs := sp.Attributes()
+func classify(sp *span, ri *resInfo, scope string) (spanClass, string) {
+	name := sp.name
+	attrs := sp.attrs
 	if name == "InferRequest" {
 		return classTriton, ""
 	}
@@ -215,8 +230,8 @@ func classify(sp ptrace.Span, ri *resInfo, scope string) (spanClass, string) {
 		}
 		return classGenAI, ""
 	}
-	for k := range attrs.All() {
-		if strings.HasPrefix(k, attrLatencyPrefix) {
+	for _, a := range attrs {
+		if strings.HasPrefix(a.key, attrLatencyPrefix) {
 			// An engine span under another name (vLLM forks, TRT-LLM).
 			return classEngine, ""
 		}
@@ -244,7 +259,7 @@ func sglangRootName(name string) (role string, ok bool) {
 }
 
 // isSGLangThread recognises "<label> [TP n] (host:<id> | pid:<pid>)" spans.
-func isSGLangThread(name string, attrs pcommon.Map) bool {
+func isSGLangThread(name string, attrs attrs) bool {
 	if strings.Contains(name, "(host:") && strings.Contains(name, "pid:") {
 		return true
 	}
@@ -274,7 +289,7 @@ func tgiRequestName(name string) bool {
 // hasTGITiming recognises a TGI request span whose service.name was
 // changed (OTEL_SERVICE_NAME) by the Debug-duration timing fields only TGI
 // records.
-func hasTGITiming(attrs pcommon.Map) bool {
+func hasTGITiming(attrs attrs) bool {
 	for _, k := range [...]string{"total_time", "inference_time", "time_per_token"} {
 		if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
 			return true
@@ -317,20 +332,20 @@ func (n *traceNormalizer) reject(reason, detail string) {
 
 // validate checks the ids and timestamps of a span that is to become a
 // Request or Step, rejecting it when they are unusable.
-func (n *traceNormalizer) validate(sp ptrace.Span) bool {
-	start, end := uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp())
+func (n *traceNormalizer) validate(sp *span) bool {
+	start, end := sp.start, sp.end
 	switch {
-	case sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty():
+	case sp.traceID.IsEmpty() || sp.spanID.IsEmpty():
 		n.reject("no_span_id", fmt.Sprintf("span %q: empty trace or span id (trace %s span %s)",
-			truncUTF8(sp.Name(), maxSpanNameInDetail), sp.TraceID(), sp.SpanID()))
+			truncUTF8(sp.name, maxSpanNameInDetail), sp.traceID, sp.spanID))
 		return false
 	case start == 0 || end == 0:
 		n.reject("no_timestamp", fmt.Sprintf("span %q (trace %s span %s): start %d end %d: zero timestamp",
-			truncUTF8(sp.Name(), maxSpanNameInDetail), sp.TraceID(), sp.SpanID(), start, end))
+			truncUTF8(sp.name, maxSpanNameInDetail), sp.traceID, sp.spanID, start, end))
 		return false
 	case end < start:
 		n.reject("bad_timestamp", fmt.Sprintf("span %q (trace %s span %s): end %d before start %d",
-			truncUTF8(sp.Name(), maxSpanNameInDetail), sp.TraceID(), sp.SpanID(), end, start))
+			truncUTF8(sp.name, maxSpanNameInDetail), sp.traceID, sp.spanID, end, start))
 		return false
 	}
 	return true
@@ -339,10 +354,10 @@ func (n *traceNormalizer) validate(sp ptrace.Span) bool {
 // parent returns the index of a span's parent within the message.
 func (n *traceNormalizer) parent(i int) (int, bool) {
 	sp := n.refs[i].span
-	if sp.ParentSpanID().IsEmpty() {
+	if sp.parentID.IsEmpty() {
 		return -1, false
 	}
-	j, ok := n.index[spanKey{sp.TraceID(), sp.ParentSpanID()}]
+	j, ok := n.index[spanKey{sp.traceID, sp.parentID}]
 	return j, ok
 }
 
@@ -395,7 +410,7 @@ func (n *traceNormalizer) scanNonRequests() {
 		case classTGIStep:
 			if req, ok := n.step(i, SourceTGI, StepDecode, 1); ok {
 				a := n.auxOf(req)
-				end := uint64(ref.span.EndTimestamp())
+				end := ref.span.end
 				a.tgiSteps++
 				if a.tgiFirstEnd == 0 || end < a.tgiFirstEnd {
 					a.tgiFirstEnd = end
@@ -426,7 +441,7 @@ func (n *traceNormalizer) other(i int) {
 	req, ok := n.requestOf(i)
 	if !ok {
 		sp := n.refs[i].span
-		if _, ok := sp.Attributes().Get(attrTritonModelName); ok || hasTritonEvents(sp) {
+		if _, ok := sp.attrs.Get(attrTritonModelName); ok || hasTritonEvents(sp) {
 			n.ignore(IgnoredTritonChildSpan)
 			return
 		}
@@ -450,10 +465,9 @@ func (n *traceNormalizer) other(i int) {
 
 // hasTritonEvents reports Triton timeline events on a span whose
 // InferRequest is not in the message.
-func hasTritonEvents(sp ptrace.Span) bool {
-	evs := sp.Events()
-	for e := 0; e < evs.Len(); e++ {
-		switch evs.At(e).Name() {
+func hasTritonEvents(sp *span) bool {
+	for _, ev := range sp.events {
+		switch ev.name {
 		case tritonQueueStart, tritonComputeStart, tritonComputeEnd, tritonRequestStart:
 			return true
 		}
@@ -468,19 +482,19 @@ func (n *traceNormalizer) step(i int, src Source, kind StepKind, tokens int) (in
 	if !n.validate(sp) {
 		return -1, false
 	}
-	_, traceHex, spanHex := spanUID(sp.TraceID(), sp.SpanID())
+	_, traceHex, spanHex := spanUID(sp.traceID, sp.spanID)
 	st := Step{
 		TraceID: traceHex,
 		SpanID:  spanHex,
 		Source:  src,
 		Kind:    kind,
-		StartNs: uint64(sp.StartTimestamp()),
-		EndNs:   uint64(sp.EndTimestamp()),
+		StartNs: sp.start,
+		EndNs:   sp.end,
 		Tokens:  tokens,
 	}
 	req, ok := n.requestOf(i)
 	if ok {
-		st.RequestSpanID = n.refs[req].span.SpanID().String()
+		st.RequestSpanID = n.refs[req].span.spanID.String()
 	}
 	n.out.Steps = append(n.out.Steps, st)
 	return req, ok
@@ -490,32 +504,30 @@ func (n *traceNormalizer) step(i int, src Source, kind StepKind, tokens int) (in
 // and returns how many it emitted.
 func (n *traceNormalizer) retracts(i int) int {
 	sp := n.refs[i].span
-	evs := sp.Events()
 	emitted := 0
 	var reqSpanID string
 	resolved := false
-	for e := 0; e < evs.Len(); e++ {
-		ev := evs.At(e)
-		if ev.Name() != "retract" {
+	for _, ev := range sp.events {
+		if ev.name != "retract" {
 			continue
 		}
-		ts := uint64(ev.Timestamp())
-		if ts == 0 || sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
+		ts := ev.ts
+		if ts == 0 || sp.traceID.IsEmpty() || sp.spanID.IsEmpty() {
 			n.reject("no_timestamp", fmt.Sprintf("retract event on span %q (trace %s span %s): zero timestamp or id",
-				truncUTF8(sp.Name(), maxSpanNameInDetail), sp.TraceID(), sp.SpanID()))
+				truncUTF8(sp.name, maxSpanNameInDetail), sp.traceID, sp.spanID))
 			continue
 		}
 		if !resolved {
 			resolved = true
 			if n.refs[i].class == classSGLangRoot {
-				reqSpanID = sp.SpanID().String()
+				reqSpanID = sp.spanID.String()
 			} else if req, ok := n.requestOf(i); ok {
-				reqSpanID = n.refs[req].span.SpanID().String()
+				reqSpanID = n.refs[req].span.spanID.String()
 			}
 		}
 		n.out.Steps = append(n.out.Steps, Step{
-			TraceID:       sp.TraceID().String(),
-			SpanID:        sp.SpanID().String(),
+			TraceID:       sp.traceID.String(),
+			SpanID:        sp.spanID.String(),
 			RequestSpanID: reqSpanID,
 			Source:        SourceSGLang,
 			Kind:          StepRetract,
@@ -532,10 +544,10 @@ func (n *traceNormalizer) retracts(i int) int {
 // about their requests.
 func (n *traceNormalizer) tgiInternal(i int) {
 	sp := n.refs[i].span
-	switch sp.Name() {
+	switch sp.name {
 	case "queued":
 		if req, ok := n.requestOf(i); ok && n.refs[req].class == classTGIRequest {
-			n.auxOf(req).tgiQueuedMs = nsToMs(uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp()))
+			n.auxOf(req).tgiQueuedMs = nsToMs(sp.start, sp.end)
 		}
 	case "infer":
 		if req, ok := n.requestOf(i); ok && n.refs[req].class == classTGIRequest {
@@ -550,17 +562,17 @@ func (n *traceNormalizer) tgiInternal(i int) {
 			n.setInferBatch(inf, i)
 		}
 	case "prefill":
-		if b, ok := n.parent(i); ok && n.refs[b].span.Name() == "batch" {
+		if b, ok := n.parent(i); ok && n.refs[b].span.name == "batch" {
 			if n.tgiPrefillMs == nil {
 				n.tgiPrefillMs = make(map[int]float64)
 			}
-			n.tgiPrefillMs[b] = nsToMs(uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp()))
+			n.tgiPrefillMs[b] = nsToMs(sp.start, sp.end)
 		}
 	}
 }
 
 func (n *traceNormalizer) setInferBatch(infer, batch int) {
-	if n.refs[infer].span.Name() != "infer" || n.refs[batch].span.Name() != "batch" {
+	if n.refs[infer].span.name != "infer" || n.refs[batch].span.name != "batch" {
 		return
 	}
 	if n.tgiInferOf == nil {
@@ -572,11 +584,9 @@ func (n *traceNormalizer) setInferBatch(infer, batch int) {
 // linked returns the indexes of the spans span i links to within the
 // message.
 func (n *traceNormalizer) linked(i int) []int {
-	links := n.refs[i].span.Links()
 	var out []int
-	for l := 0; l < links.Len(); l++ {
-		lk := links.At(l)
-		if j, ok := n.index[spanKey{lk.TraceID(), lk.SpanID()}]; ok {
+	for _, lk := range n.refs[i].span.links {
+		if j, ok := n.index[spanKey{lk.traceID, lk.spanID}]; ok {
 			out = append(out, j)
 		}
 	}

@@ -443,7 +443,8 @@ func TestClassify(t *testing.T) {
 		td := buildTraces(t, spanOpts{trace: tid, id: 1, name: tt.name, attrs: tt.attrs})
 		sp := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 		ri := &resInfo{service: tt.service, tgi: strings.HasPrefix(tt.service, "text-generation-inference")}
-		if got, _ := classify(sp, ri, tt.scope); got != tt.want {
+		s := pdataSpan(sp, 0)
+		if got, _ := classify(&s, ri, tt.scope); got != tt.want {
 			t.Errorf("classify(%q, scope %q, service %q) = %d, want %d", tt.name, tt.scope, tt.service, got, tt.want)
 		}
 	}
@@ -491,7 +492,7 @@ func TestFirstFinishReason(t *testing.T) {
 		{pcommon.NewValueInt(3), ""},
 	}
 	for _, tt := range tests {
-		if got := firstFinishReason(tt.v); got != tt.want {
+		if got := firstFinishReason(pdataValue(tt.v)); got != tt.want {
 			t.Errorf("firstFinishReason(%s) = %q, want %q", tt.v.AsString(), got, tt.want)
 		}
 	}
@@ -517,15 +518,15 @@ func TestCountAndNum(t *testing.T) {
 		{pcommon.NewValueDouble(math.Inf(1)), 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := count(tt.v)
+		got, ok := count(pdataValue(tt.v))
 		if got != tt.want || ok != tt.wantOK {
 			t.Errorf("count(%s %s) = %d, %v; want %d, %v", tt.v.Type(), tt.v.AsString(), got, ok, tt.want, tt.wantOK)
 		}
 	}
-	if ms := secondsToMs(pcommon.NewValueStr("0.25")); ms != 250 {
+	if ms := secondsToMs(pdataValue(pcommon.NewValueStr("0.25"))); ms != 250 {
 		t.Errorf("secondsToMs(\"0.25\") = %v", ms)
 	}
-	if ms := secondsToMs(pcommon.NewValueDouble(-1)); !math.IsNaN(ms) {
+	if ms := secondsToMs(pdataValue(pcommon.NewValueDouble(-1))); !math.IsNaN(ms) {
 		t.Errorf("secondsToMs(-1) = %v, want NaN", ms)
 	}
 }
