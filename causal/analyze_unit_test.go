@@ -201,12 +201,21 @@ func TestScopeScan(t *testing.T) {
 	alpha := DefaultConfig().EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
 	xid := counts([]float64{588, 633, 571, 718, 399, 655, 435, 377, 497, 617},
 		[]float64{0, 0, 0, 0, 13, 15, 12, 14, 0, 0}, []float64{3, 5, 1, 5, 55, 71, 76, 54, 3, 1})
-	if lo, hi, p := scopeScan(xid, 1); lo != 4 || hi != 7 || !(p < alpha) {
-		t.Errorf("XID bursts: stretches %d–%d at p %.3g, want 4–7 below %.3g", lo, hi, p, alpha)
+	tails := [2]float64{0.01, 0.05}
+	if lo, hi, p, ok := scopeScan(xid, tails, 1, alpha); lo != 4 || hi != 7 || !ok || !(p < alpha) {
+		t.Errorf("XID bursts: stretches %d–%d at p %.3g (%v), want 4–7 below %.3g", lo, hi, p, ok, alpha)
 	}
 	// A run may not be shorter than minLen stretches.
-	if lo, hi, _ := scopeScan(xid, 5); hi-lo+1 < 5 {
-		t.Errorf("minLen 5: stretches %d–%d", lo, hi)
+	if lo, hi, _, ok := scopeScan(xid, tails, 5, alpha); !ok || hi-lo+1 < 5 {
+		t.Errorf("minLen 5: stretches %d–%d (%v)", lo, hi, ok)
+	}
+	// The breach's extent, not its worst part: a power cap from the second
+	// stretch to the end (seed 856), whose last stretch alone is the most
+	// significant (over the P99), is found whole (over the P95).
+	pcap := counts([]float64{623, 611, 690, 575, 700, 577, 522, 584, 609, 637},
+		[]float64{0, 2, 3, 5, 8, 3, 2, 10, 0, 28}, []float64{8, 15, 27, 32, 43, 18, 25, 38, 23, 77})
+	if lo, hi, _, ok := scopeScan(pcap, tails, 1, alpha); !ok || lo != 1 || hi != 9 {
+		t.Errorf("power cap: stretches %d–%d (%v), want 1–9", lo, hi, ok)
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	for trial := range 200 {
@@ -223,7 +232,7 @@ func TestScopeScan(t *testing.T) {
 				}
 			}
 		}
-		if _, _, p := scopeScan(counts(n, k0, k1), 1); p <= alpha {
+		if _, _, p, ok := scopeScan(counts(n, k0, k1), tails, 1, alpha); ok || p <= alpha {
 			t.Fatalf("trial %d: an even tail found at p %.3g ≤ %.3g", trial, p, alpha)
 		}
 	}

@@ -524,9 +524,9 @@ func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
 		return from, to, 1, false, err
 	}
 	minLen := int((r.cfg.MinBreachStretch + time.Duration(width) - 1) / time.Duration(width))
-	lo, hi, best := scopeScan(buckets, minLen)
 	alpha := r.cfg.EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
-	if best > alpha {
+	lo, hi, best, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, alpha)
+	if !found {
 		return from, to, best, false, nil
 	}
 	from = time.Unix(0, r.win.Start.UnixNano()+int64(lo)*width).UTC()
@@ -535,12 +535,20 @@ func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
 }
 
 // scopeScan is tailScan's search over its counts (one row per scan
-// threshold): the run of at least minLen stretches, after the first, whose
-// tail count is least likely against the scope's own rate before it
-// (ownPastSF), and its one-sided p-value (1 when none passes the floors).
-func scopeScan(buckets [2][scanBuckets]bucketCounts, minLen int) (lo, hi int, p float64) {
+// threshold, tails[i] the share of the window above threshold i): among
+// the runs of at least minLen stretches, after the first, whose tail count
+// is significant (p ≤ alpha) against the scope's own rate before it
+// (ownPastSF), the one with the most excess tail requests, each counted
+// in units of its threshold's share (an excess over the P95 counts a fifth
+// of one over the P99). The most significant run is not the breach's
+// extent: the last three minutes of a power cap that lasted 26 (its worst,
+// over the P99, p 10⁻¹¹) outscored the whole of it (over the P95, p 10⁻⁸),
+// and the analysis of that end named another cause. ok is false when no
+// run is significant; p is then the smallest p-value.
+func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen int, alpha float64) (lo, hi int, p float64, ok bool) {
 	p = 1
-	for _, bs := range buckets {
+	best := math.Inf(-1)
+	for ti, bs := range buckets {
 		var past bucketCounts
 		for l := 1; l < scanBuckets; l++ {
 			past.n, past.k = past.n+bs[l-1].n, past.k+bs[l-1].k
@@ -550,13 +558,24 @@ func scopeScan(buckets [2][scanBuckets]bucketCounts, minLen int) (lo, hi int, p 
 				if h-l+1 < minLen {
 					continue
 				}
-				if q, ok := ownPastSF(cur, past); ok && q < p {
-					lo, hi, p = l, h, q
+				q, tested := ownPastSF(cur, past)
+				if !tested {
+					continue
+				}
+				if !ok {
+					p = min(p, q)
+				}
+				if q > alpha {
+					continue
+				}
+				mu, _ := ownPastPrior(past, 1)
+				if score := (cur.k - cur.n*mu) / tails[ti]; !ok || score > best {
+					lo, hi, p, ok, best = l, h, q, true, score
 				}
 			}
 		}
 	}
-	return lo, hi, p
+	return lo, hi, p, ok
 }
 
 // breachRecovery finds where a breach that was on from the window's start
