@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -109,8 +111,10 @@ type openIncident struct {
 // and host of it against its peers); open one incident per breach (the
 // scope, or an entity far worse than its peers), write a new version when
 // the top culprit changed and held, resolve after ResolveAfter
-// evaluations in a row without that breach. One Lifecycle per process;
-// Evaluate and Run must not be called concurrently.
+// evaluations in a row without that breach. A round sweeps up to
+// Config.SweepParallel scopes at once and applies the rules one scope
+// after another (Round). One Lifecycle per process; Evaluate, Round and
+// Run must not be called concurrently.
 //
 // While a scope-level incident is open its baseline stays the one found
 // when it opened: the stretch before the breach. A sliding "preceding
@@ -124,15 +128,16 @@ type Lifecycle struct {
 	open    map[string]*openIncident
 	openN   atomic.Int64
 	observe func(Evaluation)
-	// last is the cost of the newest Evaluate (for OnEvaluation).
-	lastQueries int
-	lastQTime   time.Duration
 }
 
-// Evaluation is one Evaluate call of a Round, as OnEvaluation reports it.
+// Evaluation is one scope's evaluation in a Round, as OnEvaluation
+// reports it.
 type Evaluation struct {
-	SLO         SLO
-	Duration    time.Duration // wall time of the evaluation (attribution latency)
+	SLO SLO
+	// Duration is the wall time of the evaluation (attribution latency):
+	// its window and sweep, and applying the rules; not the time its
+	// sweep waited for an earlier scope's in a parallel round.
+	Duration    time.Duration
 	Transitions []Transition
 	// Queries and QueryTime are the ClickHouse queries the evaluation sent.
 	Queries   int
@@ -141,8 +146,8 @@ type Evaluation struct {
 }
 
 // OnEvaluation sets f to be called after every evaluation of Round (and
-// so of Run), on Run's goroutine: metrics of the scheduled mode. Set it
-// before Run.
+// so of Run), on Round's goroutine, in scope order, once the evaluation's
+// rules were applied: metrics of the scheduled mode. Set it before Run.
 func (l *Lifecycle) OnEvaluation(f func(Evaluation)) { l.observe = f }
 
 // OpenCount is the number of incidents open now; safe to call while Run
@@ -213,15 +218,15 @@ func (l *Lifecycle) Open() []string {
 // window picks the evaluation's window for slo at now: it ends Lag before
 // now and no later than the newest request end of the scope; its length
 // follows the request rate (WindowRequests).
-func (l *Lifecycle) window(ctx context.Context, slo SLO, now time.Time) (Interval, bool, error) {
+func (l *Lifecycle) window(ctx context.Context, an *Analyzer, slo SLO, now time.Time) (Interval, bool, error) {
 	end := now.Add(-l.cfg.Lag)
 	since := end.Add(-l.cfg.Window)
 	y := "e2e_ms"
-	if out, ok := l.an.dag.Outcome(orDefault(slo.Signal, "e2e_latency")); ok {
+	if out, ok := an.dag.Outcome(orDefault(slo.Signal, "e2e_latency")); ok {
 		y = out.Covariate()
 	}
 	where := scopeWhere(slo.Scope) + " AND isFinite(" + y + ") AND " + prune(Interval{Start: since, End: end}) + " AND " + inInterval(Interval{Start: since, End: end})
-	v, err := queryFloats(ctx, l.an.db, "window", "SELECT toFloat64(count()), toFloat64(max(end_ns)) FROM "+l.an.cfg.Table+" FINAL WHERE "+where, 2)
+	v, err := queryFloats(ctx, an.db, "window", "SELECT toFloat64(count()), toFloat64(max(end_ns)) FROM "+an.cfg.Table+" FINAL WHERE "+where, 2)
 	if err != nil {
 		return Interval{}, false, fmt.Errorf("size the window of %s: %w", ScopeString(slo.Scope), err)
 	}
@@ -252,32 +257,72 @@ func orDefault(v, d string) string {
 // lifecycle rules to every breach found and every incident of the scope
 // still open.
 func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Transition, error) {
-	defer func() { l.openN.Store(int64(len(l.open))) }()
-	l.lastQueries, l.lastQTime = 1, 0
-	win, ok, err := l.window(ctx, slo, now)
-	if err != nil {
-		return nil, err
+	sw := l.sweepScope(ctx, l.an, slo, l.pinned(slo), now)
+	return l.decide(ctx, slo, sw, now)
+}
+
+// pinned is the baseline of slo's open scope-level incident (nil: none),
+// a copy.
+func (l *Lifecycle) pinned(slo SLO) *Interval {
+	o := l.open[breachKey(slo, nil)]
+	if o == nil || o.baseline == nil {
+		return nil
 	}
-	if !ok {
-		return nil, nil // no data: keep the current state
+	b := *o.baseline
+	return &b
+}
+
+// scopeSweep is the expensive part of one evaluation, computed without
+// touching the lifecycle's state (so several run at once, Round): the
+// window and the sweep of one scope, and what they cost.
+type scopeSweep struct {
+	sw       *SweepResult // nil: nothing to judge (no data, or an empty window)
+	queries  int
+	qtime    time.Duration
+	duration time.Duration
+	err      error
+}
+
+// sweepScope sizes slo's window at now and sweeps it with an, against
+// base (the pinned baseline of the scope's open incident, or nil). It
+// reads only its arguments and the analyzer: safe to call concurrently.
+func (l *Lifecycle) sweepScope(ctx context.Context, an *Analyzer, slo SLO, base *Interval, now time.Time) (out scopeSweep) {
+	t0 := time.Now()
+	out.queries = 1
+	defer func() { out.duration = time.Since(t0) }()
+	win, ok, err := l.window(ctx, an, slo, now)
+	if err != nil || !ok {
+		out.err = err
+		return out // no data: keep the current state
 	}
 	req := SweepRequest{SLO: slo, Window: win}
-	scopeKey := breachKey(slo, nil)
-	if o := l.open[scopeKey]; o != nil && o.baseline != nil {
-		b := *o.baseline
-		req.Baseline = &b
-		if b.End.After(req.Window.Start) {
-			req.Window.Start = b.End // the breach part only: never overlap the pinned baseline
+	if base != nil {
+		req.Baseline = base
+		if base.End.After(req.Window.Start) {
+			req.Window.Start = base.End // the breach part only: never overlap the pinned baseline
 		}
 		if !req.Window.End.After(req.Window.Start) {
-			return nil, nil
+			return out
 		}
 	}
-	sw, err := l.an.Sweep(ctx, req)
+	sw, err := an.Sweep(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate %s: %w", lifecycleKey(slo), err)
+		out.err = fmt.Errorf("evaluate %s: %w", lifecycleKey(slo), err)
+		return out
 	}
-	l.lastQueries, l.lastQTime = l.lastQueries+sw.Queries, sw.QueryTime
+	out.sw, out.queries, out.qtime = sw, out.queries+sw.Queries, sw.QueryTime
+	return out
+}
+
+// decide applies the lifecycle rules to the sweep of slo's scope: every
+// breach found opens or updates its incident, every incident of the scope
+// still open and not found again counts towards its resolve.
+func (l *Lifecycle) decide(ctx context.Context, slo SLO, s scopeSweep, now time.Time) ([]Transition, error) {
+	defer func() { l.openN.Store(int64(len(l.open))) }()
+	if s.err != nil || s.sw == nil {
+		return nil, s.err
+	}
+	sw := s.sw
 	if len(sw.Insufficient) > 0 && len(sw.Breaches) == 0 {
 		return nil, nil // too few requests to judge: keep the current state
 	}
@@ -449,22 +494,94 @@ func (l *Lifecycle) Run(ctx context.Context, slos func(context.Context) ([]SLO, 
 	}
 }
 
-// Round evaluates every SLO once at now; failures are logged.
+// Round evaluates every SLO once at now (a scope listed twice, once);
+// failures are logged, and the other scopes evaluated.
+//
+// Up to the analyzer's Config.SweepParallel scopes are swept at once, each
+// sweep in a session of its own (the window and the sweep: the expensive
+// part); fewer scopes than that share the rest among their sweeps, for the
+// entity breaches of each (Sweep). The lifecycle rules (opens, updates,
+// resolves, the incident writes and OnEvaluation) are applied on Round's
+// goroutine, one scope after another in the order slos gave, each as soon
+// as its sweep and every earlier scope's are done: the same transitions
+// and incident versions, in the same order, as one scope at a time. A
+// sweep reads the lifecycle's state only through the pinned baseline of
+// its scope, taken when the round starts (a scope's own evaluation is the
+// only one that changes it). At most 2×SweepParallel−1 sweeps are done or
+// running and not yet applied. When ctx ends, Round stops applying, waits
+// for the running sweeps to return (they end with ctx) and returns the
+// transitions applied so far.
 func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO, error), now time.Time) []Transition {
 	list, err := slos(ctx)
 	if err != nil {
 		l.log.Error("list scopes", "err", err)
 		return nil
 	}
+	list = distinctSLOs(list)
+	if len(list) == 0 {
+		return nil
+	}
+	parallel := max(l.an.cfg.SweepParallel, 1)
+	workers := min(parallel, len(list))
+	an := l.an
+	if workers > 1 {
+		an = l.an.withSweepParallel(parallel / workers)
+	}
+	bases := make([]*Interval, len(list))
+	for i, s := range list {
+		bases[i] = l.pinned(s)
+	}
+	sweeps := make([]scopeSweep, len(list))
+	done := make([]chan struct{}, len(list))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	// A sweep takes a slot before it starts and Round frees it once the
+	// sweep is applied; sweeps start in scope order, so the earliest scope
+	// not yet applied always holds one (at one worker, the slot makes the
+	// round the sequential loop).
+	slots := make(chan struct{}, 2*workers-1)
+	wctx, cancel := context.WithCancel(ctx)
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-wctx.Done():
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(list) {
+					return
+				}
+				sweeps[i] = l.sweepScope(wctx, an, list[i], bases[i], now)
+				close(done[i])
+			}
+		})
+	}
 	var out []Transition
-	for _, s := range list {
+	for i, s := range list {
+		select {
+		case <-done[i]:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			return out
 		}
 		t0 := time.Now()
-		trs, err := l.Evaluate(ctx, s, now)
+		sw := sweeps[i]
+		trs, err := l.decide(ctx, s, sw, now)
+		<-slots
 		if l.observe != nil {
-			l.observe(Evaluation{SLO: s, Duration: time.Since(t0), Transitions: trs, Queries: l.lastQueries, QueryTime: l.lastQTime, Err: err})
+			l.observe(Evaluation{SLO: s, Duration: sw.duration + time.Since(t0), Transitions: trs, Queries: sw.queries, QueryTime: sw.qtime, Err: err})
 		}
 		out = append(out, trs...)
 		if err != nil {
@@ -474,27 +591,57 @@ func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO
 	return out
 }
 
+// distinctSLOs is list without its repeats (the same scope and signal),
+// the first kept: one evaluation per scope and round.
+func distinctSLOs(list []SLO) []SLO {
+	seen := map[string]bool{}
+	out := list[:0:0]
+	for _, s := range list {
+		if k := lifecycleKey(s); !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // DiscoverScopes lists the distinct values of a scope column (e.g. model)
 // among the requests of [since, until): one scope per value, for the
-// scheduled mode when no scope is configured.
-func DiscoverScopes(ctx context.Context, db Querier, table, column string, since, until time.Time) ([]map[string]string, error) {
+// scheduled mode when no scope is configured. It returns at most limit
+// scopes (0: every value), the busiest (most requests, then by value: a
+// flood of fake model names must not make a round unbounded), sorted by
+// value; more reports that values were left out.
+func DiscoverScopes(ctx context.Context, db Querier, table, column string, since, until time.Time, limit int) (scopes []map[string]string, more bool, err error) {
 	ok := false
 	for _, c := range scopeColumns {
 		ok = ok || c == column
 	}
-	if !ok || !identifier(table) {
-		return nil, fmt.Errorf("discover scopes: column %q (want one of %s), table %q", column, strings.Join(scopeColumns, ", "), table)
+	if !ok || !identifier(table) || limit < 0 {
+		return nil, false, fmt.Errorf("discover scopes: column %q (want one of %s), table %q, limit %d", column, strings.Join(scopeColumns, ", "), table, limit)
 	}
 	iv := Interval{Start: since, End: until}
-	q := fmt.Sprintf("SELECT DISTINCT toString(%s) AS v FROM %s WHERE %s AND %s ORDER BY v", column, table, prune(iv), inInterval(iv))
-	var out []map[string]string
-	err := queryRows(ctx, db, "scopes", q, func(r Rows) error {
+	q := fmt.Sprintf("SELECT toString(%s) AS v FROM %s WHERE %s AND %s GROUP BY v ORDER BY count() DESC, v", column, table, prune(iv), inInterval(iv))
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit+1)
+	}
+	var vals []string
+	err = queryRows(ctx, db, "scopes", q, func(r Rows) error {
 		var v string
 		if err := r.Scan(&v); err != nil {
 			return err
 		}
-		out = append(out, map[string]string{column: v})
+		vals = append(vals, v)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, false, err
+	}
+	if limit > 0 && len(vals) > limit {
+		vals, more = vals[:limit], true
+	}
+	slices.Sort(vals)
+	for _, v := range vals {
+		scopes = append(scopes, map[string]string{column: v})
+	}
+	return scopes, more, nil
 }

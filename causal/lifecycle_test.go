@@ -2,6 +2,9 @@ package causal
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +224,372 @@ func TestLifecycleCarriesAcrossLevels(t *testing.T) {
 		if (got != "") != c.want {
 			t.Errorf("%s: carried %q, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// roundFleet is the parallel-round tests' fleet: sweepFleet's six models
+// over an hour, the faults from 30 to 45 minutes, so that the rounds open
+// incidents, find them again and resolve them.
+func roundFleet() []synthScenario {
+	f := sweepFleet()
+	for i := range f {
+		f[i].FaultTo = 45 * time.Minute
+	}
+	return f
+}
+
+// roundTrace is what a replay of the scheduled mode did: every round's
+// transitions (kind, the version written, the document analyzed), and
+// every evaluation OnEvaluation saw (scope, error), in order.
+type roundTrace struct {
+	transitions []string
+	evaluations []string
+}
+
+// replayRounds runs the scheduled mode over the fleet in db, a round every
+// 4 minutes from 26 to 58 (a 6-minute window: the faults' incidents open,
+// and resolve after two rounds without their breach), with the scopes
+// swept parallel at once and the incidents written to store; slos lists
+// each round's scopes.
+func replayRounds(ctx context.Context, t *testing.T, db DB, store DB, parallel int, slos func(now time.Time) []SLO) roundTrace {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Version, cfg.SweepParallel = "test", parallel
+	a, err := NewAnalyzer(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := NewLifecycle(a, store, LifecycleConfig{Window: 6 * time.Minute, Interval: 4 * time.Minute, ResolveAfter: 2, UpdateAfter: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr roundTrace
+	lc.OnEvaluation(func(ev Evaluation) {
+		e := ScopeString(ev.SLO.Scope) + " " + ev.SLO.Signal
+		if ev.Err != nil {
+			e += " error: " + ev.Err.Error()
+		}
+		tr.evaluations = append(tr.evaluations, e)
+	})
+	for at := 26 * time.Minute; at <= 58*time.Minute; at += 4 * time.Minute {
+		now := synthStart.Add(at)
+		for _, x := range lc.Round(ctx, func(context.Context) ([]SLO, error) { return slos(now), nil }, now) {
+			doc := map[string]any{"at": at.String(), "kind": x.Kind, "record": x.Record}
+			if x.Analysis != nil {
+				doc["analysis"] = x.Analysis.Incident
+			}
+			b, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.transitions = append(tr.transitions, string(b))
+		}
+	}
+	return tr
+}
+
+// roundsReplayed is the number of rounds replayRounds runs.
+const roundsReplayed = 9
+
+// storedIncidents is what the incidents and culprits tables of db hold,
+// each row as ClickHouse prints it, in key order: the newest version of
+// every incident (the table keeps only it once merged: FINAL), and every
+// culprit row of every version.
+func storedIncidents(ctx context.Context, t *testing.T, db DB) []string {
+	t.Helper()
+	var out []string
+	for _, q := range []string{
+		"SELECT toString(tuple(*)) AS r FROM incidents FINAL ORDER BY incident_id",
+		"SELECT toString(tuple(*)) AS r FROM culprits ORDER BY r",
+	} {
+		err := queryRows(ctx, db, "stored", q, func(r Rows) error {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				return err
+			}
+			out = append(out, s)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestRoundParallelMatchesSequential replays the scheduled mode over six
+// models (three faults from 30 to 45 minutes) with the scopes swept one at
+// a time and four at once: the same transitions in the same order (every
+// version written, and the document it was decided on), the same
+// evaluations, and the same rows in the incidents and culprits tables,
+// byte for byte. Run with -race.
+func TestRoundParallelMatchesSequential(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	st := chstoretest.Fresh(t)
+	for _, s := range roundFleet() {
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := StoreDB(st)
+	slos := func(now time.Time) []SLO {
+		found, more, err := DiscoverScopes(ctx, db, "requests", "model", now.Add(-6*time.Minute), now, 0)
+		if err != nil || more {
+			t.Fatalf("discover scopes: %v (more %v)", err, more)
+		}
+		var out []SLO
+		for _, sc := range found {
+			out = append(out, SLO{Scope: sc})
+		}
+		return out
+	}
+	var traces []roundTrace
+	var stored [][]string
+	for _, parallel := range []int{1, 4} {
+		store := StoreDB(chstoretest.Fresh(t))
+		t0 := time.Now()
+		traces = append(traces, replayRounds(ctx, t, db, store, parallel, slos))
+		stored = append(stored, storedIncidents(ctx, t, store))
+		t.Logf("parallel %d: %d evaluations, %d transitions, %d rows stored, %v", parallel, len(traces[len(traces)-1].evaluations),
+			len(traces[len(traces)-1].transitions), len(stored[len(stored)-1]), time.Since(t0).Round(time.Millisecond))
+	}
+	seq, par := traces[0], traces[1]
+	kinds := map[string]int{}
+	for _, x := range seq.transitions {
+		var d struct{ Kind string }
+		if err := json.Unmarshal([]byte(x), &d); err != nil {
+			t.Fatal(err)
+		}
+		kinds[d.Kind]++
+	}
+	t.Logf("transitions by kind: %v", kinds)
+	if kinds[TransitionOpen] < 3 || kinds[TransitionResolve] < 3 {
+		t.Fatalf("transitions by kind %v: want at least the three faults' incidents opened and resolved", kinds)
+	}
+	if len(seq.evaluations) != roundsReplayed*6 {
+		t.Errorf("%d evaluations, want %d rounds of 6 scopes", len(seq.evaluations), roundsReplayed)
+	}
+	same := func(what string, a, b []string) {
+		t.Helper()
+		if len(a) != len(b) {
+			t.Errorf("%s: %d one at a time, %d four at once", what, len(a), len(b))
+		}
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Errorf("%s %d differs:\n%s", what, i, firstDiff(a[i], b[i]))
+				return
+			}
+		}
+	}
+	same("transition", seq.transitions, par.transitions)
+	same("evaluation", seq.evaluations, par.evaluations)
+	same("stored row", stored[0], stored[1])
+}
+
+// A scope whose evaluation fails (a signal no outcome of the DAG measures:
+// its sweep fails after its window was sized), second of three, is
+// reported and logged, and the scopes before and after it are evaluated
+// as in a round without it; one at a time and four at once alike.
+func TestRoundFailingScope(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	st := chstoretest.Fresh(t)
+	fleet := roundFleet()[1:3] // the long-prompt shift and the KV fault
+	for _, s := range fleet {
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := StoreDB(st)
+	scopes := func(bad bool) func(time.Time) []SLO {
+		return func(time.Time) []SLO {
+			var out []SLO
+			for i, s := range fleet {
+				out = append(out, SLO{Scope: map[string]string{"model": s.Model}})
+				if bad && i == 0 {
+					out = append(out, SLO{Signal: "no_such_signal", Scope: map[string]string{"model": fleet[1].Model}})
+				}
+			}
+			return out
+		}
+	}
+	want := replayRounds(ctx, t, db, StoreDB(chstoretest.Fresh(t)), 1, scopes(false))
+	if len(want.transitions) == 0 {
+		t.Fatal("no transitions without the failing scope")
+	}
+	for _, parallel := range []int{1, 4} {
+		got := replayRounds(ctx, t, db, StoreDB(chstoretest.Fresh(t)), parallel, scopes(true))
+		if strings.Join(got.transitions, "\n") != strings.Join(want.transitions, "\n") {
+			t.Errorf("parallel %d: the transitions differ from a round without the failing scope (%d, want %d)", parallel, len(got.transitions), len(want.transitions))
+		}
+		var failed, fine []string
+		for i, e := range got.evaluations {
+			if strings.Contains(e, " error: ") {
+				if i%3 != 1 || !strings.Contains(e, "no_such_signal") {
+					t.Errorf("parallel %d: evaluation %d failed: %s", parallel, i, e)
+				}
+				failed = append(failed, e)
+				continue
+			}
+			fine = append(fine, e)
+		}
+		if len(failed) != roundsReplayed || strings.Join(fine, "\n") != strings.Join(want.evaluations, "\n") {
+			t.Errorf("parallel %d: %d evaluations failed (want one a round, %d); the others %d, want %d in the same order", parallel, len(failed), roundsReplayed, len(fine), len(want.evaluations))
+		}
+	}
+}
+
+// When ctx ends during a round, Round applies no later scope, and
+// returns once its running sweeps have: no goroutine is left.
+func TestRoundCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st := chstoretest.Fresh(t)
+	var slos []SLO
+	for i := range 12 {
+		s := synthScenario{Seed: uint64(40 + i), Start: synthStart, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%02d", i)}
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			t.Fatal(err)
+		}
+		slos = append(slos, SLO{Scope: map[string]string{"model": s.Model}})
+	}
+	cfg := DefaultConfig()
+	cfg.SweepParallel = 4
+	a, err := NewAnalyzer(StoreDB(st), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := NewLifecycle(a, StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: time.Minute, ResolveAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var seen []string
+	lc.OnEvaluation(func(ev Evaluation) {
+		seen = append(seen, ev.SLO.Scope["model"])
+		if ev.Err != nil {
+			t.Errorf("evaluation of %s: %v", ev.SLO.Scope["model"], ev.Err)
+		}
+		stop()
+	})
+	lc.Round(rctx, func(context.Context) ([]SLO, error) { return slos, nil }, synthStart.Add(20*time.Minute))
+	if len(seen) != 1 || seen[0] != "m-00" {
+		t.Errorf("evaluations applied %v, want only the first (m-00) before ctx ended", seen)
+	}
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "(*Lifecycle).Round.func") {
+			t.Errorf("a goroutine of the round still runs after it returned:\n%s", g)
+		}
+	}
+}
+
+// DiscoverScopes returns at most limit scopes, the busiest, sorted by
+// value, and says whether it left values out.
+func TestDiscoverScopesLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st := chstoretest.Fresh(t)
+	for i, rate := range []float64{2, 6, 1, 4} {
+		s := synthScenario{Seed: uint64(60 + i), Start: synthStart, Duration: 5 * time.Minute, Hosts: 1, GPUs: 1, RatePerS: rate, Model: fmt.Sprintf("m-%d", i)}
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	models := func(limit int) (string, bool) {
+		t.Helper()
+		found, more, err := DiscoverScopes(ctx, StoreDB(st), "requests", "model", synthStart, synthStart.Add(5*time.Minute), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms []string
+		for _, sc := range found {
+			ms = append(ms, sc["model"])
+		}
+		return strings.Join(ms, ","), more
+	}
+	for _, c := range []struct {
+		limit int
+		want  string
+		more  bool
+	}{{0, "m-0,m-1,m-2,m-3", false}, {4, "m-0,m-1,m-2,m-3", false}, {2, "m-1,m-3", true}, {3, "m-0,m-1,m-3", true}} {
+		if got, more := models(c.limit); got != c.want || more != c.more {
+			t.Errorf("limit %d: %s (more %v), want %s (more %v)", c.limit, got, more, c.want, c.more)
+		}
+	}
+	if _, _, err := DiscoverScopes(ctx, StoreDB(st), "requests", "model", synthStart, synthStart.Add(time.Minute), -1); err == nil {
+		t.Error("a negative limit accepted")
+	}
+}
+
+// BenchmarkRoundParallel measures one scheduled round over 40 small
+// models (two hosts of two engines each, 3 requests per second, 20
+// minutes: a 10-minute window and its preceding baseline; 144k rows in
+// all; a degraded engine in every tenth model, so the round opens
+// incidents), with the scopes swept one at a time and four at once, on
+// the same data in the same run; parallel=4 reports its wall time over
+// parallel=1's (x-sequential). Each round runs on a fresh lifecycle (no
+// incident open), so every iteration does the same work. Run with
+// -benchtime=1x (or a few).
+func BenchmarkRoundParallel(b *testing.B) {
+	st := chstoretest.Fresh(b)
+	ctx := context.Background()
+	const models = 40
+	var slos []SLO
+	for i := range models {
+		s := synthScenario{Seed: uint64(200 + i), Start: synthStart, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%03d", i), FaultFrom: 10 * time.Minute}
+		if i%10 == 0 {
+			s.Faults = []synthFault{{Kind: "degraded", Host: 1, GPU: 1, Factor: 3}}
+		}
+		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+			b.Fatal(err)
+		}
+		slos = append(slos, SLO{Scope: map[string]string{"model": s.Model}})
+	}
+	db := StoreDB(st)
+	now := synthStart.Add(20 * time.Minute)
+	var seq time.Duration
+	for _, parallel := range []int{1, 4} {
+		b.Run(fmt.Sprintf("parallel=%d", parallel), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.SweepParallel = parallel
+			a, err := NewAnalyzer(db, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			var opened, queries, failed int
+			for b.Loop() {
+				lc, err := NewLifecycle(a, db, LifecycleConfig{Window: 10 * time.Minute, Interval: time.Minute, ResolveAfter: 2})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opened, queries, failed = 0, 0, 0
+				lc.OnEvaluation(func(ev Evaluation) {
+					queries += ev.Queries
+					if ev.Err != nil {
+						failed++
+					}
+				})
+				for _, tr := range lc.Round(ctx, func(context.Context) ([]SLO, error) { return slos, nil }, now) {
+					if tr.Kind == TransitionOpen {
+						opened++
+					}
+				}
+			}
+			if failed > 0 {
+				b.Fatalf("%d evaluations failed", failed)
+			}
+			perOp := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(queries), "queries/op")
+			b.ReportMetric(float64(opened), "opened/op")
+			b.ReportMetric(float64(models), "scopes")
+			if parallel == 1 {
+				seq = perOp
+			} else if seq > 0 {
+				b.ReportMetric(float64(perOp)/float64(seq), "x-sequential")
+			}
+		})
 	}
 }

@@ -223,3 +223,12 @@ func (p *sweepPool) worker(ctx context.Context, c *sweepCopy) *Analyzer {
 // MaxSweepParallel bounds Config.SweepParallel: each worker holds a
 // connection, and a copy of the snapshot.
 const MaxSweepParallel = 64
+
+// withSweepParallel returns a copy of a whose sweeps analyze n scopes at
+// once (Lifecycle.Round shares Config.SweepParallel among the sweeps it
+// runs at once).
+func (a *Analyzer) withSweepParallel(n int) *Analyzer {
+	c := *a
+	c.cfg.SweepParallel = n
+	return &c
+}

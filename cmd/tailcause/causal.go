@@ -39,7 +39,8 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	fs.Var(&scopes, "scope", "k=v[,k=v]: one scope to watch (repeatable: one scope each); default: one per --scope-by value seen recently")
 	scopeBy := fs.String("scope-by", "model", "column whose values become scopes when no --scope is given")
 	baseline := fs.Duration("baseline", causal.DefaultConfig().BaselineLength, "default baseline: this long before the window")
-	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "analyze this many of a scope's entity breaches at once (each evaluation sweeps one scope), each beyond the first on a copy of the snapshot in a session of its own; the same answer as 1")
+	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "sweep this many scopes of a round at once, each in a session of its own (fewer scopes share the rest among their entity breaches); the incidents are still opened, updated and resolved one scope after another in scope order: the same incidents as 1")
+	maxScopes := fs.Int("max-scopes", causal.DefaultConfig().MaxScopes, "watch at most this many of the scopes --scope-by finds, the busiest in the newest window (a warning names the cut); also the most models one sweep examines")
 	once := fs.Bool("once", false, "evaluate once and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause causal [flags]\n\nWatch the tail latency of each scope; open, update and resolve incidents with ranked culprits.\n\nflags:")
@@ -52,7 +53,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	cfg := causal.DefaultConfig()
-	cfg.Version, cfg.Logger, cfg.BaselineLength, cfg.SweepParallel = version, e.log, *baseline, *parallel
+	cfg.Version, cfg.Logger, cfg.BaselineLength, cfg.SweepParallel, cfg.MaxScopes = version, e.log, *baseline, *parallel, *maxScopes
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -70,6 +71,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	cut := false
 	slos := func(ctx context.Context) ([]causal.SLO, error) {
 		var out []causal.SLO
 		for _, s := range scopes {
@@ -79,10 +81,14 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 			return out, nil
 		}
 		now := time.Now()
-		found, err := causal.DiscoverScopes(ctx, db, cfg.Table, *scopeBy, now.Add(-lcfg.Lag-lcfg.Window), now)
+		found, more, err := causal.DiscoverScopes(ctx, db, cfg.Table, *scopeBy, now.Add(-lcfg.Lag-lcfg.Window), now, cfg.MaxScopes)
 		if err != nil {
 			return nil, err
 		}
+		if more && !cut {
+			e.log.Warn("more scopes than --max-scopes: the busiest are watched", "scope_by", *scopeBy, "max_scopes", cfg.MaxScopes)
+		}
+		cut = more // warned once per stretch of rounds with the cut
 		for _, s := range found {
 			out = append(out, slo.slo(s))
 		}

@@ -384,6 +384,11 @@ func checkFlags(fs *flag.FlagSet) error {
 			errs = append(errs, fmt.Errorf("--sweep-parallel %s: want 1 to %d at once (1: one after another)", v, causal.MaxSweepParallel))
 		}
 	}
+	if v, ok := get("max-scopes"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("--max-scopes %s: want at least 1 scope", v))
+		}
+	}
 	if v, ok := get("scope-by"); ok && !slices.Contains(causal.ScopeColumns(), v) {
 		errs = append(errs, fmt.Errorf("--scope-by %q: want one of %s", v, strings.Join(causal.ScopeColumns(), ", ")))
 	}

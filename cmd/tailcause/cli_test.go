@@ -101,6 +101,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"causal", "--once", "--slo-ms", "-5"}, "--slo-ms -5"},
 		{rank("--sweep-parallel", "0"), "--sweep-parallel 0: want 1 to 64 at once"},
 		{[]string{"causal", "--once", "--sweep-parallel", "65"}, "--sweep-parallel 65"},
+		{[]string{"causal", "--once", "--max-scopes", "0"}, "--max-scopes 0: want at least 1 scope"},
 		{[]string{"causal", "--interval", "-1m"}, "--interval -1m0s: must not be negative"},
 		{rank("--signal", "latency"), `--signal "latency": want e2e_latency, ttft or tpot`},
 		{[]string{"causal", "--scope-by", "modle"}, `--scope-by "modle": want one of`},

@@ -498,7 +498,7 @@ func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, tabl
 	}
 	var now time.Time
 	slos := func(ctx context.Context) ([]causal.SLO, error) {
-		found, err := causal.DiscoverScopes(ctx, db, table, "model", now.Add(-cfg.Lag-cfg.Window), now)
+		found, _, err := causal.DiscoverScopes(ctx, db, table, "model", now.Add(-cfg.Lag-cfg.Window), now, an.Config().MaxScopes)
 		if err != nil {
 			return nil, err
 		}
