@@ -468,12 +468,21 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	for _, n := range f.chunks {
 		rows += n
 	}
-	if f.chunks == nil && r.a.snap != nil {
-		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
-	}
 	budget := frameReadValues
 	if r.cfg.frameReadValues > 0 {
 		budget = r.cfg.frameReadValues
+	}
+	if f.chunks == nil && r.a.snap != nil {
+		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
+		if f.sample != "" && rows > 0 && budget/rows < len(cols) {
+			// A sampled frame holds a fraction of them: counted, so that
+			// it is read in as few scans of the snapshot as it needs.
+			n, err := r.floats("frame rows", "SELECT toFloat64(count()) FROM "+from, 1)
+			if err != nil {
+				return err
+			}
+			rows = int(n[0])
+		}
 	}
 	per := len(cols)
 	if rows > 0 {

@@ -37,12 +37,12 @@ type sharedAtoms struct {
 	y     string // Float64 atom of the outcome
 	hash  string // the uid hash the grids sample by (colFrame.hash)
 	place string // label atom: the placement group (placeExpr)
+	win   string // Float64 atom of the window indicator ("": every row)
+	prune string // Float64 atom of the window's start_time bound ("": every row)
 	// sampled: the frame samples the rows at or below the tail threshold
 	// tailT (colFrame.sampleBits).
 	sampled bool
 	tailT   float64
-	win     string // Float64 atom of the window indicator ("": every row)
-	prune   string // Float64 atom of the window's start_time bound ("": every row)
 
 	terms    map[string]*colTerm // compiled node expressions, by SQL
 	groups   [][5]string         // per place code − 1: host, pod, engine, gpu, model
@@ -101,6 +101,14 @@ func (r *run) sharedFromFrame() (bool, error) {
 		r.gofit.err = fmt.Errorf("%w: %w: %v", errNoGoFit, errFrameRead, err)
 		r.gofit.frame = nil
 		return false, nil
+	}
+	if f := r.gofit.frame; f.sampleBits > 0 {
+		rows := 0
+		for _, n := range f.chunks {
+			rows += n
+		}
+		r.note("the fits read every request slower than %s ms and one in %d of the others, weighted %d (%d of %d requests; Config.SampleRows %d)",
+			fmtNum(r.tailT), 1<<f.sampleBits, 1<<f.sampleBits, rows, r.nWin+r.nBase, r.cfg.SampleRows)
 	}
 	lc := r.gofit.frame.labels[sa.place]
 	sa.groups = make([][5]string, len(lc.dict))

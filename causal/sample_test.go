@@ -42,7 +42,11 @@ func TestSampledMatchesExact(t *testing.T) {
 	a := synthAnalyzer(ctx, t, sampleScenario)
 	exact := twinAnalyzer(t, a, func(c *Config) { c.SampleRows = 0 })
 	sampled := twinAnalyzer(t, a, func(c *Config) { c.SampleRows = 100_000 })
-	for _, req := range fixedQuestions[:2] {
+	// The same sample read in several reads of at most 2M values: the
+	// frame's rows are counted first, so that they take as few reads as
+	// they need, and the answers are the one read's.
+	sampledReads := twinAnalyzer(t, a, func(c *Config) { c.SampleRows, c.frameReadValues = 100_000, 2_000_000 })
+	for i, req := range fixedQuestions[:2] {
 		what := "window " + fmtInterval(req.Window)
 		if req.SLO.ThresholdMS > 0 {
 			what += ", SLO threshold"
@@ -64,6 +68,21 @@ func TestSampledMatchesExact(t *testing.T) {
 			t.Fatalf("%s: %d culprits exactly: the test needs at least two", what, len(ex.Incident.Culprits))
 		}
 		sameSampled(t, what, ex, sa)
+		if i > 0 {
+			continue
+		}
+		sr, err := sampledReads.Analyze(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sr.Fits.FrameRows != sa.Fits.FrameRows || sr.Queries <= sa.Queries || sr.Queries > sa.Queries+4 {
+			t.Errorf("%s: frame of %d rows in %d queries read in reads of 2M values, %d rows in %d queries in one", what, sr.Fits.FrameRows, sr.Queries, sa.Fits.FrameRows, sa.Queries)
+		}
+		for j := range min(len(sr.Incident.Culprits), len(sa.Incident.Culprits)) {
+			if x, y := sr.Incident.Culprits[j], sa.Incident.Culprits[j]; x.Cause != y.Cause || x.AttributableFraction != y.AttributableFraction {
+				t.Errorf("%s: culprit %d %s AF %v read in reads of 2M values, %s AF %v in one", what, j+1, x.Cause, x.AttributableFraction, y.Cause, y.AttributableFraction)
+			}
+		}
 	}
 }
 
@@ -146,7 +165,7 @@ func weightedFrame(n int) (weighted, dup *colFrame) {
 }
 
 // compiled is d compiled against f (as the Go passes see it).
-func compiled(t *testing.T, f *colFrame, d Design) *goDesign {
+func compiled(t testing.TB, f *colFrame, d Design) *goDesign {
 	t.Helper()
 	tc := termCompiler{labels: map[string]bool{"engine": true}}
 	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
@@ -161,7 +180,7 @@ func compiled(t *testing.T, f *colFrame, d Design) *goDesign {
 }
 
 // fitsOf runs the first Go pass of g over f and fits every outcome.
-func fitsOf(t *testing.T, f *colFrame, g *goDesign) ([]*stats.OLS, []float64) {
+func fitsOf(t testing.TB, f *colFrame, g *goDesign) ([]*stats.OLS, []float64) {
 	t.Helper()
 	suff, sums, err := g.d.AssembleSuffStats(f.suffStats(g))
 	if err != nil {
