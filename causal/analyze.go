@@ -40,6 +40,14 @@ type Config struct {
 	// frameReadValues overrides the values one read of the Go fits' frame
 	// carries (tests: many reads of one frame).
 	frameReadValues int
+	// SampleRows is the number of pooled (window + baseline) rows above
+	// which the Go fits' frame samples the rows below the tail threshold
+	// (200,000; 0: never). The tail rows are all kept; of the others, those
+	// whose uid hash has its s low bits zero (the quantile grids' sampler
+	// bits), with weight 2^s, 2^s about the rows over SampleRows. Counts,
+	// P99s, the breach verdict, the tail cut and every query stay exact;
+	// the fits are weighted (DESIGN.md "Sampling the rows below the tail").
+	SampleRows int64
 	// SamplesTable is the per-GPU samples table (gpu_samples), read to
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
@@ -169,6 +177,7 @@ func DefaultConfig() Config {
 		MaxScopes:           200,
 		SweepParallel:       1,
 		SweepCopyRows:       4_000_000,
+		SampleRows:          200_000,
 		Exemplars:           3,
 		Version:             "dev",
 	}
@@ -241,6 +250,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepCopyRows < 0 {
 		bad("sweep copy rows %d must be >= 0", c.SweepCopyRows)
+	}
+	if c.SampleRows < 0 {
+		bad("sample rows %d must be >= 0 (0: never sample)", c.SampleRows)
 	}
 	if !(c.FocusShare > 0 && c.FocusShare <= 1) {
 		bad("focus share %v outside (0,1]", c.FocusShare)
@@ -387,6 +399,15 @@ type Fits struct {
 	FrameBytes int64
 	// SQL counts the passes that ran in ClickHouse.
 	SQL int
+	// SampleEvery is k when the frame kept every tail row and one in k of
+	// the others, each with weight k (Config.SampleRows); 0 when it holds
+	// every row.
+	SampleEvery int
+	// FrameRows is the number of rows the frame holds.
+	FrameRows int
+	// SharedSQL counts the shared aggregates (the quantile grids) that a
+	// sampled frame could not give exactly and their query computed.
+	SharedSQL int
 }
 
 // Candidate is one cause examined.

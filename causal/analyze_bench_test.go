@@ -178,6 +178,8 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 	b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "go-cpu-s/op")
 	b.ReportMetric(an.Fits.Go.Seconds(), "go-fits-s")
 	b.ReportMetric(float64(an.Fits.FrameBytes)/(1<<20), "go-frame-MiB")
+	b.ReportMetric(float64(an.Fits.FrameRows), "go-frame-rows")
+	b.ReportMetric(float64(max(an.Fits.SampleEvery, 1)), "sample-every")
 	estimated := 0
 	for _, c := range an.Candidates {
 		if c.Skipped == "" && !c.Split {
@@ -226,7 +228,9 @@ func runBench(b *testing.B, a *Analyzer, req Request) {
 // (x-plain-scan): wall time per analysis, ClickHouse queries, rows read,
 // peak memory and CPU (system.query_log), the Go process's CPU and
 // allocations. requests=N reads through a snapshot and computes the fits'
-// sums in Go (the defaults); sql,requests=N through a snapshot with the
+// sums in Go (the defaults: above Config.SampleRows pooled rows, from a
+// frame that samples the rows below the tail, sample-every); exact,requests=N
+// the same with every row in the frame (SampleRows 0); sql,requests=N through a snapshot with the
 // fits in SQL (Config.SQLFits: the figures before the Go fits);
 // direct,requests=N reads the table with FINAL in every query
 // (Config.DirectReads: the read-only user's path, fits in SQL; not at 10M,
@@ -242,6 +246,15 @@ func BenchmarkAnalyze(b *testing.B) {
 		// One dataset for all: its database lives until the parent ends.
 		a, req := benchData(b, n)
 		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) { runBench(b, a, req) })
+		b.Run(fmt.Sprintf("exact,requests=%d", n), func(b *testing.B) {
+			cfg := a.Config()
+			cfg.SampleRows = 0
+			ae, err := NewAnalyzer(a.db, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runBench(b, ae, req)
+		})
 		b.Run(fmt.Sprintf("sql,requests=%d", n), func(b *testing.B) {
 			cfg := a.Config()
 			cfg.SQLFits = true

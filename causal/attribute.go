@@ -464,8 +464,12 @@ func (r *run) queryQuantiles(shared bool) error {
 	if len(names) == 0 {
 		return nil
 	}
+	if shared && !r.frameQuantiles(names) {
+		// A sampled frame that cannot give every grid exactly.
+		r.gofit.sharedSQL++
+		shared = false
+	}
 	if shared {
-		r.frameQuantiles(names)
 		if !checkSharedSQL {
 			return nil
 		}
@@ -474,9 +478,11 @@ func (r *run) queryQuantiles(shared bool) error {
 		if err := r.queryQuantiles(false); err != nil {
 			return err
 		}
+		// A sampled frame's grids are exact, its counts estimates.
+		exactN := r.gofit.frame.sampleBits == 0
 		for _, name := range names {
 			a, b := got[name], r.quant[name]
-			if !sameFloats(a.base, b.base) || !sameFloats(a.win, b.win) || !sameFloats(a.pooled, b.pooled) || a.nBase != b.nBase || a.nWin != b.nWin {
+			if !sameFloats(a.base, b.base) || !sameFloats(a.win, b.win) || !sameFloats(a.pooled, b.pooled) || exactN && (a.nBase != b.nBase || a.nWin != b.nWin) {
 				return fmt.Errorf("the frame's quantile grids of %s differ from the query's: %v %v %v %v %v, query %v %v %v %v %v", name, a.nBase, a.nWin, a.base, a.win, a.pooled, b.nBase, b.nWin, b.base, b.win, b.pooled)
 			}
 		}
@@ -669,6 +675,10 @@ func (r *run) checkPlacements(q string, active []*causeRun) error {
 	if err != nil {
 		return err
 	}
+	// A sampled frame's exact counts: the groups', their tails' and the
+	// tails' exposures (the other exposure counts and the groups' P99 are
+	// estimates).
+	sampled := r.gofit.frame.sampleBits > 0
 	flat := func(ps []placementRow) (keys []string, vals []float64) {
 		ps = slices.Clone(ps)
 		sort.Slice(ps, func(i, j int) bool {
@@ -676,6 +686,13 @@ func (r *run) checkPlacements(q string, active []*causeRun) error {
 		})
 		for _, p := range ps {
 			keys = append(keys, p.host+"\x00"+p.pod+"\x00"+p.engine+"\x00"+p.gpu+"\x00"+p.model)
+			if sampled {
+				vals = append(vals, p.nw, p.nwTail, p.nb, p.nbTail)
+				for _, e := range p.exp {
+					vals = append(vals, e.wTailExp, e.bTailExp)
+				}
+				continue
+			}
 			vals = append(vals, p.nw, p.nwTail, p.nb, p.nbTail, p.p99w)
 			for _, e := range p.exp {
 				vals = append(vals, e.wTailExp, e.wExp, e.bExp, e.bTailExp)
@@ -779,7 +796,7 @@ func (r *run) queryAffected(shared bool) error {
 	var v []float64
 	if shared {
 		v = r.frameAffected()
-		if checkSharedSQL {
+		if checkSharedSQL && r.gofit.frame.sampleBits == 0 { // a sample's are estimates
 			w, err := r.floats("affected quantiles", q, len(cols))
 			if err != nil {
 				return err

@@ -53,12 +53,22 @@ type goFits struct {
 	err    error         // the frame could not be read: SQL for the rest of the run
 	time   time.Duration // spent in the Go passes
 	sql    int           // passes run in SQL
+	// sharedSQL counts the shared aggregates a sampled frame could not
+	// give exactly, computed by their queries instead.
+	sharedSQL int
 }
 
 func (g *goFits) summary() Fits {
 	f := Fits{Go: g.time, SQL: g.sql}
 	if g.frame != nil {
 		f.FrameBytes = g.frame.bytes
+		for _, n := range g.frame.chunks {
+			f.FrameRows += n
+		}
+		if g.frame.sampleBits > 0 {
+			f.SampleEvery = 1 << g.frame.sampleBits
+		}
+		f.SharedSQL = g.sharedSQL
 	}
 	return f
 }
@@ -95,6 +105,54 @@ type colFrame struct {
 	derive    bool
 	placeAtom string
 	derived   map[string][]uint32
+	// sampleBits s > 0: the frame holds every row of the tail (tailAtom
+	// 1) and the others whose sampler hash (hash) has s low zero bits, with
+	// weight 2^s (Config.SampleRows); w is every row's weight, per chunk in
+	// the chunk's order, and placeN the exact window and baseline counts of
+	// each placement group (its five columns joined by 0x1F), which the
+	// first read counts over every pooled row.
+	sampleBits int
+	sample     string // the SQL condition of the rows kept
+	tailAtom   string
+	w          [][]float64
+	placeN     map[string][2]float64
+}
+
+// weights returns the weights of rows [lo, lo+n) of chunk ci, nil when the
+// frame holds every row (each weighs 1).
+func (f *colFrame) weights(ci, lo, n int) []float64 {
+	if f.w == nil {
+		return nil
+	}
+	return f.w[ci][lo : lo+n]
+}
+
+// setWeights computes every row's weight from the tail atom after the
+// first read: 1 in the tail, 2^s below it.
+func (f *colFrame) setWeights() error {
+	if f.sampleBits == 0 || f.w != nil {
+		return nil
+	}
+	parts, ok := f.nums[f.tailAtom]
+	if !ok || len(parts) != len(f.chunks) {
+		return fmt.Errorf("frame read: no tail indicator %s to weigh the sampled rows by", f.tailAtom)
+	}
+	k := float64(int(1) << f.sampleBits)
+	f.w = make([][]float64, len(f.chunks))
+	buf := make([]float64, frameChunk)
+	for ci := range f.chunks {
+		t := f.frameCol(f.tailAtom, ci, buf)
+		w := make([]float64, len(t))
+		for i, x := range t {
+			w[i] = k
+			if x == 1 {
+				w[i] = 1
+			}
+		}
+		f.w[ci] = w
+		f.bytes += int64(8 * len(w))
+	}
+	return nil
 }
 
 // placeColumns are the columns of a placement group.
@@ -335,7 +393,11 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	if len(newNums)+len(newLabels) == 0 {
 		return nil
 	}
-	from := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	all := "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + ")"
+	from := all
+	if f.sample != "" {
+		from = "(SELECT * FROM " + snapshotTable + " WHERE " + f.base + " AND " + f.sample + ")"
+	}
 	// The type of each numeric atom's argument (toFloat64(x): x's), asked
 	// with the labels: an atom whose values are bytes or float32 is read
 	// as such (narrowAtom), an eighth or half of the bytes of a Float64.
@@ -344,7 +406,7 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	var place *col // the first read's placement group codes (derive)
 	if f.derive && f.chunks == nil && f.derived == nil {
 		var err error
-		if place, newLabels, err = r.placeGroups(from, newLabels, newNums, types); err != nil {
+		if place, newLabels, err = r.placeGroups(all, newLabels, newNums, types); err != nil {
 			return err
 		}
 	}
@@ -406,12 +468,21 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	for _, n := range f.chunks {
 		rows += n
 	}
-	if f.chunks == nil && r.a.snap != nil {
-		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
-	}
 	budget := frameReadValues
 	if r.cfg.frameReadValues > 0 {
 		budget = r.cfg.frameReadValues
+	}
+	if f.chunks == nil && r.a.snap != nil {
+		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
+		if f.sample != "" && rows > 0 && budget/rows < len(cols) {
+			// A sampled frame holds a fraction of them: counted, so that
+			// it is read in as few scans of the snapshot as it needs.
+			n, err := r.floats("frame rows", "SELECT toFloat64(count()) FROM "+from, 1)
+			if err != nil {
+				return err
+			}
+			rows = int(n[0])
+		}
 	}
 	per := len(cols)
 	if rows > 0 {
@@ -493,6 +564,9 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 			return errors.New("frame read: the snapshot's rows came in another order than in the first read")
 		}
 		f.reads++
+	}
+	if err := f.setWeights(); err != nil {
+		return err
 	}
 	r.a.log.Debug("causal frame", "rows", rows, "numeric", len(f.nums), "labels", len(f.labels), "bytes", f.bytes)
 	return nil
@@ -725,6 +799,16 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 	type group struct {
 		cols [5]string
 		hash uint64
+		n    [2]float64 // window and baseline rows, when sampled
+	}
+	if f.sampleBits > 0 {
+		// The frame holds a sample of the rows below the tail: the
+		// groups' exact counts are read here, over every pooled row.
+		base := "0"
+		if r.base != nil {
+			base = inInterval(*r.base)
+		}
+		sel = append(sel, "toFloat64(countIf("+r.inWin()+"))", "toFloat64(countIf("+base+"))")
 	}
 	var groups []group
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " GROUP BY host, pod, engine, gpu, model"
@@ -734,6 +818,9 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		dest := []any{&g.cols[0], &g.cols[1], &g.cols[2], &g.cols[3], &g.cols[4], &g.hash}
 		for i := range names {
 			dest = append(dest, &names[i])
+		}
+		if f.sampleBits > 0 {
+			dest = append(dest, &g.n[0], &g.n[1])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return err
@@ -751,6 +838,12 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		return nil, labels, nil
 	}
 	slices.SortFunc(groups, func(a, b group) int { return slices.Compare(a.cols[:], b.cols[:]) })
+	if f.sampleBits > 0 {
+		f.placeN = map[string][2]float64{}
+		for _, g := range groups {
+			f.placeN[strings.Join(g.cols[:], "\x1f")] = g.n
+		}
+	}
 	hs, codes := make([]string, len(groups)), make([]string, len(groups))
 	seen := map[uint64]bool{}
 	for i, g := range groups {
@@ -1046,6 +1139,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 		groups [][]float64 // worker group → n, Σ of each column
 		start  []int       // per group: where its rows start in order
 		order  []int32     // the block's selected rows by group
+		wcols  [][]float64 // a sampled frame's columns times the rows' weights
 	}
 	blocks := make([]*block, runtime.GOMAXPROCS(0))
 	accs := make([]*acc, len(blocks))
@@ -1062,8 +1156,26 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 			for len(ac.groups) < len(b.groups) {
 				ac.groups = append(ac.groups, make([]float64, 1+len(g.cols)))
 			}
+			// A sampled frame's sums are weighted: every sum runs over
+			// the weighted columns (w·x), every cross product is
+			// Σ (w·x_i)·x_j, every count Σ w.
+			cols := b.cols
+			wv := f.weights(ci, lo, n)
+			if wv != nil {
+				for len(ac.wcols) < len(b.cols) {
+					ac.wcols = append(ac.wcols, make([]float64, fitBlock))
+				}
+				cols = ac.wcols[:len(b.cols)]
+				for j, col := range b.cols {
+					wc := cols[j][:n]
+					for i, x := range col[:n] {
+						wc[i] = wv[i] * x
+					}
+					cols[j] = wc
+				}
+			}
 			for i := 0; i < q; i++ {
-				xi := b.cols[i][:n]
+				xi := cols[i][:n]
 				for j := i; j < q; j++ {
 					ac.gram[i*q+j] += dot(xi, b.cols[j])
 				}
@@ -1071,8 +1183,12 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 			grp := b.grp[:n]
 			if one := grp[0]; one >= 0 && !slices.ContainsFunc(grp, func(w int32) bool { return w != one }) {
 				v := ac.groups[one]
-				v[0] += float64(n)
-				for j, col := range b.cols {
+				if wv != nil {
+					v[0] += floats.Sum(wv)
+				} else {
+					v[0] += float64(n)
+				}
+				for j, col := range cols {
 					v[1+j] += floats.Sum(col[:n])
 				}
 				continue
@@ -1093,8 +1209,17 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 				}
 			}
 			for w := range ng {
-				ac.groups[w][0] += float64(start[w+1])
+				if wv == nil {
+					ac.groups[w][0] += float64(start[w+1])
+				}
 				start[w+1] += start[w]
+			}
+			if wv != nil {
+				for i, w := range grp {
+					if w >= 0 {
+						ac.groups[w][0] += wv[i]
+					}
+				}
 			}
 			order := ac.order[:start[ng]]
 			for i, w := range grp {
@@ -1103,7 +1228,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 					start[w]++
 				}
 			}
-			for j, col := range b.cols[:q] {
+			for j, col := range cols[:q] {
 				at := 0
 				for w := range ng {
 					var sum float64
@@ -1114,7 +1239,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 					at = start[w]
 				}
 			}
-			for j, col := range b.cols[q:] {
+			for j, col := range cols[q:] {
 				ac.groups[0][1+q+j] += floats.Sum(col)
 			}
 		}
@@ -1344,12 +1469,26 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 			for j := 0; j < c; j++ {
 				ptrs = quad(hh, b.cols[j:c], twoA[j][j:], 0, n, ptrs)
 			}
+			// A sampled frame's rows weigh w: the leverage is w·x'Ax (A
+			// the inverse of the weighted X'WX), each row's part of the
+			// meat w²·e²·(a·x)² (the sandwich of a weighted estimating
+			// equation), the rows counted Σ w.
+			wv := f.weights(ci, lo, n)
+			if wv != nil {
+				for i := range hh {
+					hh[i] *= wv[i]
+				}
+			}
 			dd := dv[:n]
 			for i, hv := range hh {
 				if grp[i] < 0 {
 					continue
 				}
-				ac.n++
+				if wv != nil {
+					ac.n += wv[i]
+				} else {
+					ac.n++
+				}
 				if hv > ac.hmax {
 					ac.hmax = hv
 				}
@@ -1365,6 +1504,9 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 						continue
 					}
 					t := ev * ev * uu[i] * uu[i]
+					if wv != nil {
+						t *= wv[i] * wv[i]
+					}
 					s0 += t
 					s3 += t * dd[i]
 				}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
-	"github.com/tailcause/tailcause/causal/stats"
 )
 
 func TestTermCompiler(t *testing.T) {
@@ -269,27 +268,8 @@ func BenchmarkGoFits(b *testing.B) {
 	}
 	d := Design{Table: snapshotTable, Regressors: regs, Factors: []Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
 		Outcomes: []string{"toFloat64(tail)", "toFloat64(lg)"}, Sums: []string{"toFloat64(w)", "toFloat64(w) * toFloat64(tail)", "toFloat64(w) * toFloat64(t)"}}
-	tc := termCompiler{labels: map[string]bool{"engine": true}}
-	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
-	for _, x := range slices.Concat(d.Regressors, d.Outcomes, d.Sums) {
-		g.cols = append(g.cols, tc.compile(x))
-	}
-	g, err := f.bind(g)
-	if err != nil {
-		b.Fatal(err)
-	}
-	suff, _, err := d.AssembleSuffStats(f.suffStats(g))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var fits []*stats.OLS
-	for _, s := range suff {
-		fit, err := stats.FitOLS(s, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fits = append(fits, fit)
-	}
+	g := compiled(b, f, d)
+	fits, _ := fitsOf(b, f, g)
 	b.Run("suffstats", func(b *testing.B) {
 		for b.Loop() {
 			f.suffStats(g)

@@ -7,8 +7,13 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+
+	"gonum.org/v1/gonum/floats"
+
+	"github.com/tailcause/tailcause/causal/dag"
 )
 
 // The shared aggregates of attribute (DESIGN.md, "The shared aggregates
@@ -34,6 +39,10 @@ type sharedAtoms struct {
 	place string // label atom: the placement group (placeExpr)
 	win   string // Float64 atom of the window indicator ("": every row)
 	prune string // Float64 atom of the window's start_time bound ("": every row)
+	// sampled: the frame samples the rows at or below the tail threshold
+	// tailT (colFrame.sampleBits).
+	sampled bool
+	tailT   float64
 
 	terms    map[string]*colTerm // compiled node expressions, by SQL
 	groups   [][5]string         // per place code − 1: host, pod, engine, gpu, model
@@ -79,11 +88,27 @@ func (r *run) sharedFromFrame() (bool, error) {
 	r.newFrame(tc, nums, labels)
 	r.gofit.frame.hashAtom = sa.hash
 	r.gofit.frame.derive = true
+	if bits := r.sampleBits(); bits > 0 {
+		if t := tc.compile(r.tailExpr()); t.kind == termAtom {
+			f := r.gofit.frame
+			f.sampleBits, f.tailAtom = bits, t.atom
+			f.sample = "(" + r.y + " > " + dag.FormatFloat(r.tailT) + " OR " + samplerKeeps(r.a.uidHash(), bits) + ")"
+			sa.sampled, sa.tailT = true, r.tailT
+		}
+	}
 	if err := r.readFrame(nums, labels); err != nil {
 		r.note("the fits run in SQL: %v", err)
 		r.gofit.err = fmt.Errorf("%w: %w: %v", errNoGoFit, errFrameRead, err)
 		r.gofit.frame = nil
 		return false, nil
+	}
+	if f := r.gofit.frame; f.sampleBits > 0 {
+		rows := 0
+		for _, n := range f.chunks {
+			rows += n
+		}
+		r.note("the fits read every request slower than %s ms and one in %d of the others, weighted %d (%d of %d requests; Config.SampleRows %d)",
+			fmtNum(r.tailT), 1<<f.sampleBits, 1<<f.sampleBits, rows, r.nWin+r.nBase, r.cfg.SampleRows)
 	}
 	lc := r.gofit.frame.labels[sa.place]
 	sa.groups = make([][5]string, len(lc.dict))
@@ -98,6 +123,42 @@ func (r *run) sharedFromFrame() (bool, error) {
 	}
 	r.gofit.shared = sa
 	return true, nil
+}
+
+// sampleBits is the s of a frame that samples the rows below the tail
+// (Config.SampleRows; 0: every row): the smallest with at most SampleRows
+// pooled rows kept by the hash alone. (The quantile grids come out exact
+// when the window's and the baseline's rows so kept number more than a
+// reservoir, as they do unless one of them holds less than about a
+// twelfth of the pooled rows; otherwise their query runs: frameQuantiles.)
+func (r *run) sampleBits() int {
+	rows := int64(r.nWin)
+	if r.base != nil {
+		rows += int64(r.nBase)
+	}
+	if r.cfg.SampleRows <= 0 || rows <= r.cfg.SampleRows {
+		return 0
+	}
+	return bits.Len64(uint64((rows - 1) / r.cfg.SampleRows)) // ⌈log2(rows / SampleRows)⌉
+}
+
+// samplerKeeps is the SQL condition that the sampler hash of uid hash h
+// (intHash64 of it, colFrame.hash) has its s low bits zero: ClickHouse's
+// SQL intHash64 salts its argument, so the function is written out.
+func samplerKeeps(h string, s int) string {
+	return "bitAnd(" + samplerHashSQL(h) + ", " + strconv.Itoa(1<<s-1) + ") = 0"
+}
+
+// samplerHashSQL is intHash64 (the Go function) of the UInt64 h in SQL.
+func samplerHashSQL(h string) string {
+	x := h
+	for _, m := range []string{"18397679294719823053", "14181476777654086739", ""} {
+		x = "bitXor(" + x + ", bitShiftRight(" + x + ", 33))"
+		if m != "" {
+			x = "(" + x + " * toUInt64(" + m + "))"
+		}
+	}
+	return x
 }
 
 // frameCol decodes chunk ci of numeric atom a into dst.
@@ -211,7 +272,14 @@ func (f *colFrame) frameBufs(k int) [][]float64 {
 // smallest skip_degree that leaves at most 8192 (whatever the order of
 // insertion and merging), sorts them by (value, hash) and interpolates
 // linearly at level·(n − 1). The nodes are spread over GOMAXPROCS workers.
-func (r *run) frameQuantiles(names []string) {
+//
+// A sampled frame (sampleBits s) holds every row whose hash has s low zero
+// bits, whatever its outcome: a grid whose sampler keeps more than s bits
+// (its rows with s zero bits number more than reservoirSize) is exact, and
+// its count (nBase, nWin) estimated as 2^s times those rows. It reports
+// false, and computes nothing, when some grid would not be exact: the
+// query computes them.
+func (r *run) frameQuantiles(names []string) bool {
 	f, sa := r.gofit.frame, r.gofit.shared
 	tc := r.termCompiler()
 	covs := make([]*colTerm, len(names))
@@ -221,6 +289,9 @@ func (r *run) frameQuantiles(names []string) {
 	}
 	out := make([]*nodeQuantiles, len(names))
 	ix := f.gridIndex(sa.win, r.base != nil)
+	if f.sampleBits > 0 && ix.lo <= f.sampleBits {
+		return false
+	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(names)))
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -229,17 +300,21 @@ func (r *run) frameQuantiles(names []string) {
 			defer wg.Done()
 			buf := f.frameBufs(2)
 			for i := w; i < len(names); i += workers {
-				if out[i] = f.nodeGridsIndexed(covs[i], ix, buf); out[i] == nil {
+				if out[i] = f.nodeGridsIndexed(covs[i], ix, buf); out[i] == nil && f.sampleBits == 0 {
 					out[i] = f.nodeGrids(covs[i], sa.win, r.base != nil, buf)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	if slices.Contains(out, nil) {
+		return false
+	}
 	r.quant = map[string]*nodeQuantiles{}
 	for i, name := range names {
 		r.quant[name] = out[i]
 	}
+	return true
 }
 
 // gridIndex is what the grids of every node share: each row's set
@@ -337,6 +412,19 @@ func (f *colFrame) nodeGridsIndexed(cov *colTerm, ix *gridIndex, buf [][]float64
 		deg, n := degree(&hist[s])
 		if n > 0 && deg < ix.lo {
 			return nil
+		}
+		if sb := f.sampleBits; sb > 0 {
+			// Of a sampled frame only the rows with sb zero bits are all
+			// there: the degree must be above sb (which a set of no row
+			// there does not say), and the count is estimated from them.
+			if deg <= sb {
+				return nil
+			}
+			kept := 0
+			for _, c := range hist[s][sb:] {
+				kept += c
+			}
+			n = kept << sb
 		}
 		mask[s] = math.MaxUint32
 		if deg < 32 {
@@ -637,9 +725,12 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 		ys       [][]float64 // per group: y of its window rows
 		winY     []float64   // y of the window rows winWhere selects
 		affected [][]float64 // per cause: y of those exposed to it
+		// A sampled frame's weights of ys and affected.
+		yw, affW [][]float64
 		buf      [][]float64
 		flag     []uint8
 	}
+	sampled := f.sampleBits > 0
 	const (
 		fWin = 1 << iota
 		fTail
@@ -649,7 +740,8 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 	f.parallel(func(w, ci int) {
 		pt := parts[w]
 		if pt == nil {
-			pt = &part{rows: make([]placementRow, ng), seen: make([]bool, ng), ys: make([][]float64, ng), affected: make([][]float64, len(active)), buf: f.frameBufs(4)}
+			pt = &part{rows: make([]placementRow, ng), seen: make([]bool, ng), ys: make([][]float64, ng), affected: make([][]float64, len(active)), buf: f.frameBufs(4),
+				yw: make([][]float64, ng), affW: make([][]float64, len(active))}
 			for g := range pt.rows {
 				pt.rows[g].exp = make([]expCounts, len(active))
 			}
@@ -661,6 +753,7 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 		codes := lc.parts[ci]
 		flag := slices.Grow(pt.flag[:0], len(y))[:len(y)]
 		pt.flag = flag
+		wv := f.weights(ci, 0, len(y))
 		for i, yv := range y {
 			g := int(codes[i]) - 1
 			pt.seen[g] = true
@@ -670,21 +763,28 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 			if tail {
 				fl |= fTail
 			}
+			wt := 1.0
+			if wv != nil {
+				wt = wv[i]
+			}
 			if win[i] != 0 {
 				fl |= fWin
-				p.nw++
+				p.nw += wt
 				pt.ys[g] = append(pt.ys[g], yv)
+				if sampled {
+					pt.yw[g] = append(pt.yw[g], wt)
+				}
 				if pw[i] != 0 {
 					fl |= fWinWhere
 					pt.winY = append(pt.winY, yv)
 				}
 				if tail {
-					p.nwTail++
+					p.nwTail += wt
 				}
 			} else if r.base != nil {
-				p.nb++
+				p.nb += wt
 				if tail {
-					p.nbTail++
+					p.nbTail += wt
 				}
 			}
 			flag[i] = fl
@@ -701,19 +801,26 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 				}
 				x := &pt.rows[int(codes[i])-1].exp[k]
 				fl := flag[i]
+				wt := 1.0
+				if wv != nil {
+					wt = wv[i]
+				}
 				switch {
 				case fl&fWin != 0:
-					x.wExp++
+					x.wExp += wt
 					if fl&fTail != 0 {
-						x.wTailExp++
+						x.wTailExp += wt
 					}
 					if fl&fWinWhere != 0 {
 						pt.affected[k] = append(pt.affected[k], y[i])
+						if sampled {
+							pt.affW[k] = append(pt.affW[k], wt)
+						}
 					}
 				case r.base != nil:
-					x.bExp++
+					x.bExp += wt
 					if fl&fTail != 0 {
-						x.bTailExp++
+						x.bTailExp += wt
 					}
 				}
 			}
@@ -721,8 +828,8 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 	})
 	rows := make([]placementRow, ng)
 	seen := make([]bool, ng)
-	ys := make([][]float64, ng)
-	affected := make([][]float64, len(active))
+	ys, yw := make([][]float64, ng), make([][]float64, ng)
+	affected, affW := make([][]float64, len(active)), make([][]float64, len(active))
 	sa.winY = sa.winY[:0]
 	for g := range rows {
 		p := &rows[g]
@@ -744,18 +851,39 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 				p.exp[k].add(q.exp[k])
 			}
 			ys[g] = append(ys[g], pt.ys[g]...)
+			yw[g] = append(yw[g], pt.yw[g]...)
 		}
 		sa.winY = append(sa.winY, pt.winY...)
 		for k := range affected {
 			affected[k] = append(affected[k], pt.affected[k]...)
+			affW[k] = append(affW[k], pt.affW[k]...)
 		}
 	}
 	sa.affected = make([]float64, 0, 2*len(active))
 	for k := range affected {
+		if sampled {
+			n := floats.Sum(affW[k])
+			sa.affected = append(sa.affected, weightedQuantileExact(affected[k], affW[k], n, r.q), n)
+			continue
+		}
 		sa.affected = append(sa.affected, quantileExact(affected[k], r.q), float64(len(affected[k])))
 	}
 	var out []placementRow
 	for g := range rows {
+		if sampled {
+			// The groups' window and baseline counts are exact (the first
+			// read's GROUP BY over every pooled row); the tail counts are
+			// too (the tail rows weigh 1), the other exposure counts are
+			// weighted estimates.
+			n := f.placeN[strings.Join(sa.groups[g][:], "\x1f")]
+			if n[0]+n[1] == 0 {
+				continue
+			}
+			rows[g].nw, rows[g].nb = n[0], n[1]
+			rows[g].p99w = weightedQuantileExact(ys[g], yw[g], n[0], r.q)
+			out = append(out, rows[g])
+			continue
+		}
 		if !seen[g] {
 			continue
 		}
@@ -763,6 +891,32 @@ func (r *run) framePlacements(active []*causeRun) []placementRow {
 		out = append(out, rows[g])
 	}
 	return out
+}
+
+// weightedQuantileExact is quantileExact(level) of n rows of which vs, with
+// weights ws, are a sample that holds every row above some value with
+// weight 1: the element of rank ⌊level·n⌋, counted from the top by the
+// weights. It is exact when that rank falls among the rows of weight 1
+// above the others (a group's P99 in the tail), an estimate otherwise;
+// NaN when n < 1 or vs is empty.
+func weightedQuantileExact(vs, ws []float64, n, level float64) float64 {
+	if len(vs) == 0 || !(n >= 1) {
+		return math.NaN()
+	}
+	rank := math.Min(math.Floor(level*n), math.Floor(n)-1) // 0-based, ascending
+	top := math.Floor(n) - rank                            // its place from the top, 1-based
+	idx := make([]int, len(vs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(vs[b], vs[a]) })
+	cum := 0.0
+	for _, i := range idx {
+		if cum += ws[i]; cum >= top {
+			return vs[i]
+		}
+	}
+	return vs[idx[len(idx)-1]]
 }
 
 // frameAffected is queryAffected's values, per active cause the SLO
@@ -775,11 +929,22 @@ func (r *run) frameAffected() []float64 { return r.gofit.shared.affected }
 // below the value itself, so that the literal ClickHouse parses cannot
 // leave one of them out.
 func (sa *sharedAtoms) topCut(m int) (float64, bool) {
-	n := len(sa.winY)
+	sa.scratch = sa.scratch[:0]
+	if sa.sampled {
+		// Only the tail rows are all there: the m slowest must be among
+		// them.
+		for _, y := range sa.winY {
+			if y > sa.tailT {
+				sa.scratch = append(sa.scratch, y)
+			}
+		}
+	} else {
+		sa.scratch = append(sa.scratch, sa.winY...)
+	}
+	n := len(sa.scratch)
 	if m <= 0 || m > n {
 		return 0, false
 	}
-	sa.scratch = append(sa.scratch[:0], sa.winY...)
 	v := nthElement(sa.scratch, n-m)
 	return v - math.Abs(v)*1e-9 - 1e-300, true
 }

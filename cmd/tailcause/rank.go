@@ -115,6 +115,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 	format := fs.String("format", "json", "output: json (the v1 document) or table")
 	store := fs.Bool("store", false, "also write a firing incident to the incidents and culprits tables")
 	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "without --scope: analyze this many models (then entity breaches) at once, each beyond the first on a copy of the snapshot in a session of its own; the same answer as 1 (one at a time)")
+	sampleRows := fs.Int64("sample-rows", causal.DefaultConfig().SampleRows, "above this many window and baseline requests, the fits read every tail request and a hashed sample of the others, weighted (0: every request; counts, P99s and the breach verdict are exact either way)")
 	explain := fs.Bool("explain", false, "also print every candidate cause examined, with its estimate or why it was skipped (to standard error)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause rank --from RFC3339 --to RFC3339 [flags]\n\nRank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way).\n\nflags:")
@@ -160,7 +161,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --baseline-from/--baseline-to overlap the window", errUsage)
 	}
 	cfg := causal.DefaultConfig()
-	cfg.Version, cfg.Logger, cfg.SweepParallel = version, e.log, *parallel
+	cfg.Version, cfg.Logger, cfg.SweepParallel, cfg.SampleRows = version, e.log, *parallel, *sampleRows
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
