@@ -455,8 +455,8 @@ func (r *run) examineDegraded() error {
 // its peers or its own past in a stretch: it is examined for
 // entity.degraded whatever its health over the window, which scores its
 // level against peers that may always be slower (a host whose engines
-// raised their P99 by half, to that of two slower hosts: health 0.34, no culprit,
-// the breach dropped).
+// raised their P99 by half, to that of two slower hosts: health 0.34, no
+// culprit, the breach dropped).
 func (r *run) focusOn(kind string, es *entityStats) bool {
 	f := r.req.Focus
 	if f == nil || es.host != f.Entity.Host {

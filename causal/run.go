@@ -491,9 +491,10 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 // lower scan threshold) counted in each, and every run of stretches
 // after the first tested against the scope's own rate before it
 // (ownPastSF), Bonferroni-corrected over the runs and both thresholds at
-// Config.EntityAlpha. It returns the most significant run, at least
-// MinBreachStretch long; whether it is a breach (material) is for the
-// breach rule, against the time before it.
+// Config.EntityAlpha. It returns the significant run, at least
+// MinBreachStretch long, with the most excess tail (scopeScan); whether
+// it is a breach (material) is for the breach rule, against the time
+// before it.
 func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
 	span := r.win.End.UnixNano() - r.win.Start.UnixNano()
 	width := (span + scanBuckets - 1) / scanBuckets
@@ -861,8 +862,9 @@ func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func
 			return true
 		case a.Cause == schemas.CauseEntityDegraded && whole[a.Entity] && b.Cause != schemas.CauseEntityDegraded && !localized(b.Entity) && b.AttributableFraction >= 0.5*a.AttributableFraction:
 			// The scope's only host, judged against its own baseline, is
-			// the scope's change net of the mechanisms: a mechanism of the
-			// whole scope that explains as much is the better answer.
+			// the scope's change net of the mechanisms, which shares the
+			// window with every mechanism of the whole scope: one that
+			// explains half as much of the tail is the better answer.
 			return true
 		case workload(a) && localized(a.Entity) && !workload(b) && overlaps(a.Entity, b.Entity) && descends(g, nodes[i], nodes[j]):
 			return true // a routing matter: the engine mechanism first

@@ -758,6 +758,7 @@ func scanOnce(set []*screened) {
 			var ke, ne float64
 			peerK := make([]float64, len(set))
 			peerN := make([]float64, len(set))
+			ownBefore, _ := past(set, i, lo)
 			for hi := lo; hi < scanBuckets; hi++ {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
@@ -799,8 +800,7 @@ func scanOnce(set []*screened) {
 					// had, by chance, 9 of 2,956 in the window, its own
 					// rate barely moved (28 of 738), in a fault-free tuning
 					// run.
-					own, _ := past(set, i, lo)
-					if ke/ne >= 3*rate && ke/ne >= 2*rate*before && ke/ne >= 2*(own.k+0.5)/(own.n+1) {
+					if ke/ne >= 3*rate && ke/ne >= 2*rate*before && ke/ne >= 2*(ownBefore.k+0.5)/(ownBefore.n+1) {
 						if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
 							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
 						}
