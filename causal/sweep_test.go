@@ -354,3 +354,21 @@ func TestScanPeersOwnRateMustRise(t *testing.T) {
 		t.Errorf("a fault on the pod: p %.3g (%q), want peers ≤ %.3g", e.scanP, e.scanWhy, alpha)
 	}
 }
+
+// A scope's breach is one entity's only when the entity's tail rate is
+// above the rest of the scope's: in a tuning run (seed 842) a host serving
+// 89% of a model-wide surge's requests held 85% of its tail, at a lower
+// rate than the model's other host.
+func TestWorseThanRest(t *testing.T) {
+	surge := &screened{n: 69928, k: 671}
+	if worseThanRest(surge, 671+116, 69928+8740) {
+		t.Error("the host that serves most of a surge: worse than the rest")
+	}
+	kv := &screened{n: 3000, k: 120} // one pod of two, its KV cache full
+	if !worseThanRest(kv, 120+30, 3000+3100) {
+		t.Error("the faulty pod: not worse than the rest")
+	}
+	if whole := (&screened{n: 500, k: 9}); !worseThanRest(whole, 9, 500) {
+		t.Error("the whole scope: not worse than the rest")
+	}
+}
