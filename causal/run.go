@@ -339,22 +339,16 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	if r.win.End.Sub(r.win.Start) <= r.cfg.MinBreachStretch {
 		return nil // no stretch after the window's start is long enough: skip the series query
 	}
+	// The scope's time scan (tailScan) is not tried here: at the live
+	// edge, with history before the window, it took the first 45 s of a
+	// KV fault on one of two pods for a model-wide breach (the live
+	// benchmark's seed 2 paged a prompt shift on the model, 75 s before
+	// the right culprit); the entity scan finds such a fault.
 	start, end, ok, err := r.breachStart()
-	if err != nil {
+	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
 		return err
 	}
 	how := "the series changes at " + start.UTC().Format(time.RFC3339) + map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)]
-	if !ok {
-		// No step: a fault that comes and goes (tailScan).
-		var p float64
-		if start, end, p, ok, err = r.tailScan(); err != nil {
-			return err
-		}
-		how = fmt.Sprintf("its tail requests gather in %s (p %.2g against its own earlier rate)", fmtInterval(Interval{Start: start, End: end}), p)
-	}
-	if !ok || end.Sub(start) < r.cfg.MinBreachStretch {
-		return nil
-	}
 	stretch := Interval{Start: start, End: end}
 	n, err := r.count(r.whereIn(stretch))
 	if err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
@@ -484,9 +478,8 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 	return starts[i], end, true, nil
 }
 
-// tailScan is the scope's own time scan, for a window whose quantile
-// series has no step (with no baseline, or with a preceding one the whole
-// window does not breach: breachInside): the window cut into scanBuckets
+// tailScan is the scope's own time scan, for a window with no baseline
+// and no step in its quantile series: the window cut into scanBuckets
 // stretches, the requests above the window's quantile (and above the
 // lower scan threshold) counted in each, and every run of stretches
 // after the first tested against the scope's own rate before it
