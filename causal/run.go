@@ -348,7 +348,6 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
 		return err
 	}
-	how := "the series changes at " + start.UTC().Format(time.RFC3339) + map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)]
 	stretch := Interval{Start: start, End: end}
 	n, err := r.count(r.whereIn(stretch))
 	if err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
@@ -362,8 +361,8 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	if !slices.Contains(b.Reasons, "baseline") {
 		return nil
 	}
-	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but %s: window narrowed to %s (%.0f ms)",
-		r.q, r.winQ.Estimate, how, fmtInterval(stretch), q.Estimate)
+	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
+		r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
 	r.win, r.nWin, r.winQ, r.qseries = stretch, n, q, nil
 	r.breach = stats.Breach{Breached: true, Reasons: b.Reasons}
 	return nil
