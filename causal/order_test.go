@@ -194,7 +194,8 @@ func TestPeerDemand(t *testing.T) {
 
 // scopeWideFirst and focusCulprits: a scope-wide mechanism passes the
 // focused entity's culprits when it explains more than an entity.degraded
-// there and no measured mechanism acts there; a symptom there is no rival.
+// there and more than twice any measured mechanism there; a symptom there
+// is no rival.
 func TestFocusScopeWideFirst(t *testing.T) {
 	pod := Entity{Host: "h1", Engine: "0", Pod: "p1", Model: "m"}
 	scope := Entity{Model: "m"}
@@ -214,6 +215,9 @@ func TestFocusScopeWideFirst(t *testing.T) {
 		{"smaller than an unexplained slowdown", schemas.CauseEntityDegraded, 0.56, false, 0.50, 0.40, false},
 		{"near-equal to a measured mechanism", schemas.CauseKVPreemption, 0.080, false, 0.084, 0.071, false},
 		{"far above a measured mechanism", schemas.CausePCIeContention, 0.20, false, 0.35, 0.25, false},
+		// A model-wide KV-cache collapse (tuning seed 981) against a PCIe
+		// culprit on one pod's host.
+		{"over twice a measured mechanism", schemas.CausePCIeContention, 0.069, false, 0.88, 0.80, true},
 		{"only a symptom on the entity", schemas.CauseQueueSaturation, 0.40, true, 0.30, 0.20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,5 +300,53 @@ func TestCredibleCulprit(t *testing.T) {
 	}
 	if credible(Culprit{Cause: schemas.CauseKVPreemption, Entity: host}, nil) {
 		t.Error("a culprit without its candidate is credible")
+	}
+}
+
+// confirmEntity: a focused analysis confirms its entity's breach only
+// with a credible culprit on the entity that a scope-wide mechanism does
+// not outweigh; a deferred scope breach falls back to the scope.
+func TestConfirmEntity(t *testing.T) {
+	pod := Entity{Host: "node-4", Engine: "0", Pod: "p0", Model: "m"}
+	scope := Entity{Model: "m"}
+	analysis := func(status string, cs ...Culprit) *Analysis {
+		an := &Analysis{}
+		an.Incident.Status = status
+		for i, c := range cs {
+			c.Rank = i + 1
+			an.Incident.Culprits = append(an.Incident.Culprits, c)
+			an.Candidates = append(an.Candidates, Candidate{Cause: c.Cause, Entity: c.Entity, Culprit: true})
+		}
+		return an
+	}
+	// The fault-free tuning run's pod (seed 952): a model-wide
+	// prefill-interference culprit at 0.42, the pod's entity.degraded at
+	// 0.11.
+	swing := analysis(StatusFiring,
+		Culprit{Cause: schemas.CausePrefillInterference, Entity: scope, AttributableFraction: 0.42},
+		Culprit{Cause: schemas.CauseEntityDegraded, Entity: pod, AttributableFraction: 0.108})
+	slow := analysis(StatusFiring,
+		Culprit{Cause: schemas.CauseEntityDegraded, Entity: pod, AttributableFraction: 0.19},
+		Culprit{Cause: schemas.CausePrefillInterference, Entity: scope, AttributableFraction: 0.06})
+	elsewhere := analysis(StatusFiring,
+		Culprit{Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "node-2", GPU: "g9"}, AttributableFraction: 0.3})
+	for _, tc := range []struct {
+		name     string
+		an       *Analysis
+		deferred bool
+		want     entityVerdict
+	}{
+		{"a scope-wide swing", swing, false, entityScopeWide},
+		{"a scope-wide swing, deferred", swing, true, entityIsScope},
+		{"a slow pod", slow, false, entityReported},
+		{"a slow pod, deferred", slow, true, entityReported},
+		{"a culprit elsewhere", elsewhere, false, entityUnexplained},
+		{"a culprit elsewhere, deferred", elsewhere, true, entityIsScope},
+		{"no breach", analysis(StatusOK), false, entityNotFiring},
+		{"no breach, deferred", analysis(StatusOK), true, entityIsScope},
+	} {
+		if got := confirmEntity(tc.an, pod, tc.deferred); got != tc.want {
+			t.Errorf("%s: verdict %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -285,34 +285,19 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			an := focused[p.focus+i]
 			res.Queries += an.Queries
 			res.QueryTime += an.QueryTime
-			if an.Incident.Status != StatusFiring {
-				if deferred && i == 0 {
-					scopeBreach()
-				}
-				continue
-			}
-			if deferred && i == 0 && scopeWideFirst(an.Incident.Culprits, an.Candidates, w.Entity) {
-				// The entity carries most of the scope's tail, but a cause
-				// acting on the whole scope explains more of it than any
-				// acting on the entity alone: the scope's breach.
+			switch v := confirmEntity(an, w.Entity, deferred && i == 0); v {
+			case entityReported:
+				res.Breaches = append(res.Breaches, an)
+			case entityIsScope:
 				scopeBreach()
-				continue
-			}
-			if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, w.Entity) && credible(c, an.Candidates) }) {
-				if deferred && i == 0 {
-					// The entity carries most of the scope's tail, but what
-					// acts on it acts on the whole scope: the scope's breach.
-					scopeBreach()
-					continue
+			case entityScopeWide, entityUnexplained:
+				why := "no culprit acts on it"
+				if v == entityScopeWide {
+					why = "what acts on it acts on the whole scope"
 				}
-				// Nothing measured or tested on the entity explains its
-				// tail: not confirmed (a fault-free holdout run fired
-				// with no culprit at all).
-				res.Notes = append(res.Notes, fmt.Sprintf("%s %s looked worse than its peers (p %.2g in %s) but no culprit acts on it: not reported",
-					w.Level, EntityString(w.Entity), w.StretchPValue, ScopeString(s.sc)))
-				continue
+				res.Notes = append(res.Notes, fmt.Sprintf("%s %s looked worse than its peers (p %.2g in %s) but %s: not reported",
+					w.Level, EntityString(w.Entity), w.StretchPValue, ScopeString(s.sc), why))
 			}
-			res.Breaches = append(res.Breaches, an)
 		}
 	}
 	// The statements that made and checked the workers' copies of the
@@ -336,6 +321,56 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	}
 	res.ok = a.okAnswer(req, res)
 	return res, nil
+}
+
+// entityVerdict is what a breached entity's focused analysis reports
+// (confirmEntity).
+type entityVerdict int
+
+const (
+	entityReported    entityVerdict = iota // the entity's own breach
+	entityIsScope                          // the scope's breach, deferred to the entity
+	entityNotFiring                        // the focused analysis found no breach
+	entityScopeWide                        // what acts on it acts on the whole scope
+	entityUnexplained                      // no culprit acts on it
+)
+
+// confirmEntity decides what the focused analysis an of a breached entity
+// b reports; deferred says the scope's own breach was handed to b (b holds
+// most of the scope's tail at a higher rate than the rest), so the scope's
+// breach is reported in b's stead when b's is not confirmed.
+func confirmEntity(an *Analysis, b Entity, deferred bool) entityVerdict {
+	if an.Incident.Status != StatusFiring {
+		if deferred {
+			return entityIsScope
+		}
+		return entityNotFiring
+	}
+	if scopeWideFirst(an.Incident.Culprits, an.Candidates, b) {
+		// A cause acting on the whole scope explains more of the entity's
+		// tail than any acting on the entity alone. Deferred, that is the
+		// scope's breach. Otherwise the scope did not breach (or its
+		// breach is reported already): a burst of the scope's own load
+		// that fell on one entity by chance. A fault-free tuning run (seed
+		// 952) paged a pod for 90 s of its model's traffic swing, with a
+		// model-wide prefill-interference culprit at 0.42 against the
+		// pod's entity.degraded at 0.11.
+		if deferred {
+			return entityIsScope
+		}
+		return entityScopeWide
+	}
+	if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, b) && credible(c, an.Candidates) }) {
+		// Nothing measured or tested on the entity explains its tail: not
+		// confirmed (a fault-free holdout run fired with no culprit at
+		// all). Deferred, what acts on it acts on the whole scope: the
+		// scope's breach.
+		if deferred {
+			return entityIsScope
+		}
+		return entityUnexplained
+	}
+	return entityReported
 }
 
 // worseThanRest reports whether entity e's window tail rate is above the
@@ -420,13 +455,16 @@ func uncovered(es []*screened, cs []Culprit) []*screened {
 // scopeWideFirst reports whether a measured mechanism acting on the whole
 // scope (no host, engine, pod or GPU) should keep its attributable-fraction
 // rank ahead of the culprits the focus puts first, those acting on the
-// breached entity b: when no measured mechanism acts on b (only an
-// entity.degraded — slow, with nothing measured explaining it — or a
-// symptom such as the queue its slower service built) and the scope-wide
-// one explains more of the tail than that entity.degraded. A measured
-// mechanism on the entity keeps the focus: a scope-wide mechanism's
-// larger fraction there is often the entity's own fault seen through a
-// mediator (a PCIe-starved host's engine prefilling in bursts).
+// breached entity b: when it explains more of the tail than an
+// entity.degraded on b (slow, with nothing measured explaining it) and
+// more than twice what any measured mechanism on b explains (a symptom on
+// b, such as the queue its slower service built, is no rival). A measured
+// mechanism on the entity keeps the focus as long as it explains half as
+// much: a scope-wide mechanism's larger fraction there is often the
+// entity's own fault seen through a mediator (a PCIe-starved host's
+// engine prefilling in bursts). A tuning run's KV-cache collapse on a
+// whole model (seed 981: attributable fraction 0.88) was paged on one of
+// its pods because a PCIe culprit of 0.07 acted on that pod's host.
 func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 	cand := func(c Culprit) (Candidate, bool) {
 		for _, k := range cands {
@@ -436,7 +474,7 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		}
 		return Candidate{}, false
 	}
-	var degraded, wide float64
+	var degraded, measured, wide float64
 	for _, c := range cs {
 		k, ok := cand(c)
 		switch {
@@ -444,12 +482,12 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		case overlapsEntity(c.Entity, b) && c.Cause == schemas.CauseEntityDegraded:
 			degraded = math.Max(degraded, c.AttributableFraction)
 		case overlapsEntity(c.Entity, b):
-			return false
+			measured = math.Max(measured, c.AttributableFraction)
 		case scopeWide(c.Entity) && c.Cause != schemas.CauseEntityDegraded:
 			wide = math.Max(wide, c.AttributableFraction)
 		}
 	}
-	return wide > degraded
+	return wide > degraded && wide > 2*measured
 }
 
 // credible reports whether a culprit can stand for an entity breach: an
@@ -704,16 +742,18 @@ func scanThresholds(q float64) [2]float64 { return [2]float64{q, math.Max(1-5*(1
 //   - against its peers in the same stretch: Beta-Binomial with the peers'
 //     prior (method of moments, the MinCV floor), with at least 3 times
 //     their rate (material);
-//   - against its own past, when it has fewer than two peers: its own
-//     rate before the stretch (the earlier buckets, and the preceding
-//     baseline when there is one), scaled by its peer's drift over the same
-//     times, as a Beta-Binomial predictive (Jeffreys posterior, its
-//     concentration capped by the MinCV floor), with at least 3 times that
+//   - against its own past: its own rate before the stretch (the earlier
+//     buckets, and the preceding baseline when there is one), scaled by
+//     its peers' drift over the same times, as a Beta-Binomial predictive
+//     (Jeffreys posterior, its concentration capped by the MinCV floor,
+//     widened by the drift's own uncertainty), with at least 3 times that
 //     rate.
 //
 // A fault that starts midway through the window, or hits a model of two
 // engines whose peer tells little, shows in a stretch long before it
-// shows in the whole window.
+// shows in the whole window. An entity that was faster than its peers
+// before its fault can rise fivefold on its own past and still stay below
+// three times its peers' rate: only its own past shows it.
 func scanEntities(set []*screened, ts [2]float64) {
 	type found struct {
 		p, ex      float64
@@ -806,14 +846,11 @@ func scanOnce(set []*screened) {
 						}
 					}
 				}
-				// Against its own past, net of the peers' drift: only where
-				// fewer than two peers make a yardstick (a model of one or
-				// two engines). With more, a scope-wide shift moves peers
-				// unevenly and the peers in the same stretch are the fairer
-				// comparison.
-				if len(set) > 2 {
-					continue
-				}
+				// Against its own past, net of the peers' drift. With many
+				// peers too: a tuning run's degraded host (seed 944, one
+				// engine among twelve) had 5 tail requests of 1,035 before
+				// its fault against its peers' 10, and 24 after it against
+				// their 10; three times its peers' rate it never reached.
 				own, peersPast := past(set, i, lo)
 				ppN, ppK := peersPast.n, peersPast.k
 				if own.n < 100 {
