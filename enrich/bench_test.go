@@ -50,19 +50,22 @@ func BenchmarkJoin(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*l.Requests), "ns/request")
 }
 
-// BenchmarkRowEncoding is one enriched row turned into insert values.
+// BenchmarkRowEncoding is one enriched row appended to a request block
+// (the encoder's buffers reused from block to block, as in the sink).
 func BenchmarkRowEncoding(b *testing.B) {
 	r := join.Row{UID: "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", Model: "llama-3-8b", Host: "node-1", AttrKeys: []string{"a"}, AttrValues: []string{"b"}}
-	now := time.Now()
-	e := newRowEncoder(requestsTable)
-	var buf []any
+	in := requestIn{Row: &r, enrichedAt: time.Now()}
+	e := newBlockEncoder(requestCols)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		r.StartNs++ // a new request: its own times
-		buf = e.request(&r, now)
+		e.add(&in)
+		if e.len() == 10000 {
+			e.reset()
+		}
 	}
-	if len(buf) != len(requestsTable.Columns) {
-		b.Fatalf("%d values for %d columns", len(buf), len(requestsTable.Columns))
+	if blk := e.block(); len(blk) != len(requestsTable.Columns) {
+		b.Fatalf("%d columns for %d", len(blk), len(requestsTable.Columns))
 	}
 }
 
@@ -128,13 +131,16 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if !r.haveReq {
 			b.Fatal("no sustained window: the requests were written in one flush")
 		}
-		raw := r.rawRate(requestsTable)
+		raw, blk := r.rawRate(r.rawWall, requestsTable), r.rawRate(r.blockWall, requestsTable)
 		runs = append(runs, map[string]float64{
 			"spans/s":              r.requests.perSecond(),
 			"spans/s/core":         r.requests.perCore(),
 			"raw-insert-rows/s":    raw,
 			"ratio":                r.requests.perSecond() / raw,
-			"ratio-cpu":            r.requests.perCPU() / r.rawPerCPU(requestsTable),
+			"ratio-cpu":            r.requests.perCPU() / r.rawPerCPU(r.rawCPU, requestsTable),
+			"block-insert-rows/s":  blk,
+			"ratio-block":          r.requests.perSecond() / blk,
+			"ratio-cpu-block":      r.requests.perCPU() / r.rawPerCPU(r.blockCPU, requestsTable),
 			"enrich-cores":         r.requests.cores("self"),
 			"clickhouse-cores":     r.requests.cores("clickhouse"),
 			"kafka-cores":          r.requests.cores("kafka"),
@@ -162,13 +168,16 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 		if !r.haveSmp {
 			b.Fatal("no sustained window: the samples were written in one flush")
 		}
-		raw := r.rawRate(gpuSamplesTable, engineSamplesTable)
+		raw, blk := r.rawRate(r.rawWall, gpuSamplesTable, engineSamplesTable), r.rawRate(r.blockWall, gpuSamplesTable, engineSamplesTable)
 		runs = append(runs, map[string]float64{
 			"points/s":             r.samples.perSecond(),
 			"points/s/core":        r.samples.perCore(),
 			"raw-insert-rows/s":    raw,
 			"ratio":                r.samples.perSecond() / raw,
-			"ratio-cpu":            r.samples.perCPU() / r.rawPerCPU(gpuSamplesTable, engineSamplesTable),
+			"ratio-cpu":            r.samples.perCPU() / r.rawPerCPU(r.rawCPU, gpuSamplesTable, engineSamplesTable),
+			"block-insert-rows/s":  blk,
+			"ratio-block":          r.samples.perSecond() / blk,
+			"ratio-cpu-block":      r.samples.perCPU() / r.rawPerCPU(r.blockCPU, gpuSamplesTable, engineSamplesTable),
 			"enrich-cores":         r.samples.cores("self"),
 			"clickhouse-cores":     r.samples.cores("clickhouse"),
 			"kafka-cores":          r.samples.cores("kafka"),
