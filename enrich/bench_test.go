@@ -1,13 +1,16 @@
 package enrich
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tailcause/tailcause/enrich/join"
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
+	"github.com/tailcause/tailcause/internal/testkit"
 )
 
 func loadBatches(b *testing.B, l otlpfixture.Load) (spans []normalize.Batch, samples []normalize.Sample) {
@@ -187,4 +190,57 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 		})
 	}
 	reportMedians(b, runs)
+}
+
+// BenchmarkSinkInsert writes one 2,000-row block of a fleet's request rows
+// to ClickHouse through the row path (chstore.Store.Insert of a []any per
+// row: the sink's insert before the columnar blocks) and through the
+// columnar one (Store.InsertBlock), alternately in one process against one
+// server: client-cpu-ns/row is this process's CPU per row (the encoding
+// excluded: BenchmarkRowEncoding), clickhouse-cpu-ns/row the server's.
+func BenchmarkSinkInsert(b *testing.B) {
+	l := otlpfixture.Load{Hosts: 4, Duration: 2 * time.Minute, Requests: 2000, Seed: 11}
+	spans, samples := loadBatches(b, l)
+	j, err := join.New(join.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	j.AddSamples(samples)
+	for k := range spans {
+		j.AddSpans(&spans[k], join.Ref{Offset: int64(k)})
+	}
+	outs := j.Emit(true)
+	e := newBlockEncoder(requestCols)
+	now := time.Now().UTC().Truncate(time.Second)
+	for i := range outs {
+		e.add(&requestIn{Row: &outs[i].Row, enrichedAt: now})
+	}
+	blk := e.block()
+	rows := blk.Rows()
+	st := chstoretest.Fresh(b)
+	meter := testkit.NewCPUMeter(map[string]string{"clickhouse": testkit.ClickHouse(b)})
+	ctx := context.Background()
+	for _, path := range []struct {
+		name   string
+		insert func() error
+	}{
+		{"rows", func() error { return st.Insert(ctx, requestsTable, rows) }},
+		{"block", func() error { return st.InsertBlock(ctx, requestsTable, blk) }},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c0 := meter.Read()
+			for i := 0; i < b.N; i++ {
+				if err := path.insert(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := meter.Read().Since(c0)
+			n := float64(b.N * len(rows))
+			b.ReportMetric(float64(d["self"].Nanoseconds())/n, "client-cpu-ns/row")
+			b.ReportMetric(float64(d["clickhouse"].Nanoseconds())/n, "clickhouse-cpu-ns/row")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/row")
+		})
+	}
 }

@@ -135,6 +135,7 @@ func testRowWriter(t *testing.T, w RowWriter, stored func(t *testing.T) []string
 	refused("unknown column", w.InsertBlock(ctx, chstore.Table{Name: "iso", Columns: []string{"t", "w"}}, goodTyped), chstore.StagePrepare, 0)
 	refused("a block of the wrong width", w.InsertBlock(ctx, iso, goodTyped[:1]), chstore.StagePrepare, 0)
 	refused("columns of unequal length", w.InsertBlock(ctx, iso, typed([]time.Time{day, day}, []uint32{9})), chstore.StagePrepare, 0)
+	refused("an empty first column", w.InsertBlock(ctx, iso, typed(nil, []uint32{9})), chstore.StagePrepare, 0)
 	refused("a value the client cannot encode", w.InsertBlock(ctx, iso, rowBlock([][]any{{day, uint32(4)}, {day, uint32(5)}, {day, "seven"}})), chstore.StageAppend, 2)
 	refused("a column the client cannot encode", w.InsertBlock(ctx, iso, chstore.Block{chstore.Values[time.Time]{day, day}, chstore.Values[string]{"4", "5"}}), chstore.StageAppend, 0)
 	refused("a row the table's check refuses", w.InsertBlock(ctx, iso, rowBlock([][]any{{day, uint32(500)}, {day, uint32(6)}})), chstore.StageSend, 0)

@@ -58,14 +58,18 @@ func (w *Rows) Create(name string, cols []Column, check func(row map[string]any)
 }
 
 // InsertBlock writes the block's rows (columns in t.Columns order) or
-// none.
+// none; as the store, it writes nothing for a block without columns or
+// rows.
 func (w *Rows) InsertBlock(_ context.Context, t chstore.Table, b chstore.Block) error {
 	n := b.Len()
-	if n == 0 {
+	if len(b) == 0 {
 		return nil
 	}
 	if err := b.CheckShape(t); err != nil {
 		return &chstore.InsertError{Table: t.Name, Stage: chstore.StagePrepare, Rows: n, Err: err}
+	}
+	if n == 0 {
+		return nil
 	}
 	rows := b.Rows()
 	w.mu.Lock()

@@ -230,8 +230,6 @@ func (d *MetricsDecoder) Record(b []byte, enc Encoding) (Batch, error) {
 		}
 		if ok {
 			d.wm.presize = min(len(out.Samples), maxPresized)
-		}
-		if ok {
 			return out, nil
 		}
 	}

@@ -183,21 +183,24 @@ func (b Block) CheckShape(t Table) error {
 }
 
 // InsertBlock sends b as one batch, a column at a time. It returns only
-// after the server acknowledged the block; a block of no rows is nothing
-// to write. A failure is an *InsertError
-// whose Stage says which rows are to blame, exactly as Insert's for the
-// same rows: a block that does not fit the table (a column too many or
-// too few, columns of unequal length) is StagePrepare, every row alike;
-// when the client cannot encode a column, the block is sent again row by
-// row (Insert), which names the row it cannot encode (StageAppend) or
-// writes them all.
+// after the server acknowledged the block; a block without columns, or
+// whose columns are all empty, is nothing to write. A failure is an
+// *InsertError whose Stage says which rows are to blame, exactly as
+// Insert's for the same rows: a block that does not fit the table (a
+// column too many or too few, columns of unequal length) is StagePrepare,
+// every row alike; when the client cannot encode a column, the block is
+// sent again row by row (Insert), which names the row it cannot encode
+// (StageAppend) or writes them all.
 func (s *Store) InsertBlock(ctx context.Context, t Table, b Block) error {
 	n := b.Len()
-	if n == 0 {
+	if len(b) == 0 {
 		return nil
 	}
 	if err := b.CheckShape(t); err != nil {
 		return &InsertError{Table: t.Name, Stage: StagePrepare, Rows: n, Err: err}
+	}
+	if n == 0 {
+		return nil
 	}
 	batch, err := s.conn.PrepareBatch(ctx, t.InsertSQL())
 	if err != nil {
