@@ -1,13 +1,16 @@
 package enrich
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tailcause/tailcause/enrich/join"
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/internal/otlpfixture"
+	"github.com/tailcause/tailcause/internal/testkit"
 )
 
 func loadBatches(b *testing.B, l otlpfixture.Load) (spans []normalize.Batch, samples []normalize.Sample) {
@@ -50,19 +53,22 @@ func BenchmarkJoin(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*l.Requests), "ns/request")
 }
 
-// BenchmarkRowEncoding is one enriched row turned into insert values.
+// BenchmarkRowEncoding is one enriched row appended to a request block
+// (the encoder's buffers reused from block to block, as in the sink).
 func BenchmarkRowEncoding(b *testing.B) {
 	r := join.Row{UID: "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", Model: "llama-3-8b", Host: "node-1", AttrKeys: []string{"a"}, AttrValues: []string{"b"}}
-	now := time.Now()
-	e := newRowEncoder(requestsTable)
-	var buf []any
+	in := requestIn{Row: &r, enrichedAt: time.Now()}
+	e := newBlockEncoder(requestCols)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		r.StartNs++ // a new request: its own times
-		buf = e.request(&r, now)
+		e.add(&in)
+		if e.len() == 10000 {
+			e.reset()
+		}
 	}
-	if len(buf) != len(requestsTable.Columns) {
-		b.Fatalf("%d values for %d columns", len(buf), len(requestsTable.Columns))
+	if blk := e.block(); len(blk) != len(requestsTable.Columns) {
+		b.Fatalf("%d columns for %d", len(blk), len(requestsTable.Columns))
 	}
 }
 
@@ -128,13 +134,16 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if !r.haveReq {
 			b.Fatal("no sustained window: the requests were written in one flush")
 		}
-		raw := r.rawRate(requestsTable)
+		raw, blk := r.rawRate(r.rawWall, requestsTable), r.rawRate(r.blockWall, requestsTable)
 		runs = append(runs, map[string]float64{
 			"spans/s":              r.requests.perSecond(),
 			"spans/s/core":         r.requests.perCore(),
 			"raw-insert-rows/s":    raw,
 			"ratio":                r.requests.perSecond() / raw,
-			"ratio-cpu":            r.requests.perCPU() / r.rawPerCPU(requestsTable),
+			"ratio-cpu":            r.requests.perCPU() / r.rawPerCPU(r.rawCPU, requestsTable),
+			"block-insert-rows/s":  blk,
+			"ratio-block":          r.requests.perSecond() / blk,
+			"ratio-cpu-block":      r.requests.perCPU() / r.rawPerCPU(r.blockCPU, requestsTable),
 			"enrich-cores":         r.requests.cores("self"),
 			"clickhouse-cores":     r.requests.cores("clickhouse"),
 			"kafka-cores":          r.requests.cores("kafka"),
@@ -162,13 +171,16 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 		if !r.haveSmp {
 			b.Fatal("no sustained window: the samples were written in one flush")
 		}
-		raw := r.rawRate(gpuSamplesTable, engineSamplesTable)
+		raw, blk := r.rawRate(r.rawWall, gpuSamplesTable, engineSamplesTable), r.rawRate(r.blockWall, gpuSamplesTable, engineSamplesTable)
 		runs = append(runs, map[string]float64{
 			"points/s":             r.samples.perSecond(),
 			"points/s/core":        r.samples.perCore(),
 			"raw-insert-rows/s":    raw,
 			"ratio":                r.samples.perSecond() / raw,
-			"ratio-cpu":            r.samples.perCPU() / r.rawPerCPU(gpuSamplesTable, engineSamplesTable),
+			"ratio-cpu":            r.samples.perCPU() / r.rawPerCPU(r.rawCPU, gpuSamplesTable, engineSamplesTable),
+			"block-insert-rows/s":  blk,
+			"ratio-block":          r.samples.perSecond() / blk,
+			"ratio-cpu-block":      r.samples.perCPU() / r.rawPerCPU(r.blockCPU, gpuSamplesTable, engineSamplesTable),
 			"enrich-cores":         r.samples.cores("self"),
 			"clickhouse-cores":     r.samples.cores("clickhouse"),
 			"kafka-cores":          r.samples.cores("kafka"),
@@ -178,4 +190,57 @@ func BenchmarkEndToEndMetrics(b *testing.B) {
 		})
 	}
 	reportMedians(b, runs)
+}
+
+// BenchmarkSinkInsert writes one 2,000-row block of a fleet's request rows
+// to ClickHouse through the row path (chstore.Store.Insert of a []any per
+// row: the sink's insert before the columnar blocks) and through the
+// columnar one (Store.InsertBlock), alternately in one process against one
+// server: client-cpu-ns/row is this process's CPU per row (the encoding
+// excluded: BenchmarkRowEncoding), clickhouse-cpu-ns/row the server's.
+func BenchmarkSinkInsert(b *testing.B) {
+	l := otlpfixture.Load{Hosts: 4, Duration: 2 * time.Minute, Requests: 2000, Seed: 11}
+	spans, samples := loadBatches(b, l)
+	j, err := join.New(join.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	j.AddSamples(samples)
+	for k := range spans {
+		j.AddSpans(&spans[k], join.Ref{Offset: int64(k)})
+	}
+	outs := j.Emit(true)
+	e := newBlockEncoder(requestCols)
+	now := time.Now().UTC().Truncate(time.Second)
+	for i := range outs {
+		e.add(&requestIn{Row: &outs[i].Row, enrichedAt: now})
+	}
+	blk := e.block()
+	rows := blk.Rows()
+	st := chstoretest.Fresh(b)
+	meter := testkit.NewCPUMeter(map[string]string{"clickhouse": testkit.ClickHouse(b)})
+	ctx := context.Background()
+	for _, path := range []struct {
+		name   string
+		insert func() error
+	}{
+		{"rows", func() error { return st.Insert(ctx, requestsTable, rows) }},
+		{"block", func() error { return st.InsertBlock(ctx, requestsTable, blk) }},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c0 := meter.Read()
+			for i := 0; i < b.N; i++ {
+				if err := path.insert(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := meter.Read().Since(c0)
+			n := float64(b.N * len(rows))
+			b.ReportMetric(float64(d["self"].Nanoseconds())/n, "client-cpu-ns/row")
+			b.ReportMetric(float64(d["clickhouse"].Nanoseconds())/n, "clickhouse-cpu-ns/row")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/row")
+		})
+	}
 }

@@ -31,8 +31,12 @@ import (
 //     groups' join at the start and the idle flush of the stream's last
 //     requests at the end are not throughput);
 //  3. inserts exactly the rows the enricher wrote (recorded on their way to
-//     ClickHouse) with clickhouse-go alone, in blocks of Config.BatchRows,
-//     into a second fresh database: the ceiling, measured in the same run.
+//     ClickHouse) with clickhouse-go alone, row by row (batch.Append of each
+//     row's values) in blocks of Config.BatchRows, into a second fresh
+//     database: the ceiling, measured in the same run; and then the same
+//     blocks the enricher wrote through chstore's columnar insert alone
+//     (Store.InsertBlock, the enricher's own insert), into a third: the
+//     ceiling of the columnar path (the *-block figures).
 //
 // Figures per core are rows per CPU-second of the enricher process; the
 // *-cores figures are each process's mean CPU use over the window (2 cores
@@ -43,23 +47,23 @@ import (
 // inserting process + ClickHouse + Kafka), which it hardly moves.
 
 // rowRecorder is the pipeline's RowWriter in the benchmarks: it writes
-// through to the store and keeps the rows of the tables the ceiling
-// inserts again (the pipeline never modifies a row once encoded — its
-// rowEncoders cut rows from fresh arrays and share only immutable boxed
-// values — so keeping them aliases nothing that changes).
+// through to the store and keeps a copy of the blocks of the tables the
+// ceilings insert again (the sink reuses a block's buffers once written:
+// the copy is a memmove of its columns, in the measured window).
 type rowRecorder struct {
-	w    RowWriter
-	mu   sync.Mutex
-	rows map[string][][]any
+	w      RowWriter
+	mu     sync.Mutex
+	blocks map[string][]chstore.Block
 }
 
-func (r *rowRecorder) Insert(ctx context.Context, t chstore.Table, rows [][]any) error {
-	if err := r.w.Insert(ctx, t, rows); err != nil {
+func (r *rowRecorder) InsertBlock(ctx context.Context, t chstore.Table, b chstore.Block) error {
+	if err := r.w.InsertBlock(ctx, t, b); err != nil {
 		return err
 	}
-	if t.Name != rejectedTable.Name {
+	if t.Name != rejectedTable.Name && b.Len() > 0 {
+		c := b.Clone()
 		r.mu.Lock()
-		r.rows[t.Name] = append(r.rows[t.Name], rows...)
+		r.blocks[t.Name] = append(r.blocks[t.Name], c)
 		r.mu.Unlock()
 	}
 	return nil
@@ -135,34 +139,37 @@ type e2eResult struct {
 	haveReq, haveSmp  bool
 	total             time.Duration
 	// rawWall is the plain insert's time for each table's rows, rawCPU
-	// each process's CPU time during it; rows counts them.
-	rawWall map[string]time.Duration
-	rawCPU  map[string]testkit.CPUReading
-	rows    map[string]int
+	// each process's CPU time during it; rows counts them. blockWall and
+	// blockCPU are the same for the columnar insert alone.
+	rawWall, blockWall map[string]time.Duration
+	rawCPU, blockCPU   map[string]testkit.CPUReading
+	rows               map[string]int
 	// shared is the share of the metric records' reads (samples group
 	// and broadcast readers) that took the other reader's decode.
 	shared float64
 }
 
-// rawRate is the ceiling's rows per second over the given tables.
-func (r e2eResult) rawRate(tables ...chstore.Table) float64 {
+// rawRate is the ceiling's rows per second over the given tables (wall:
+// rawWall or blockWall).
+func (r e2eResult) rawRate(wall map[string]time.Duration, tables ...chstore.Table) float64 {
 	var n int
 	var d time.Duration
 	for _, t := range tables {
-		n, d = n+r.rows[t.Name], d+r.rawWall[t.Name]
+		n, d = n+r.rows[t.Name], d+wall[t.Name]
 	}
 	return float64(n) / d.Seconds()
 }
 
 // rawPerCPU is the ceiling's rows per CPU-second of every metered process
-// (this one inserting, ClickHouse, Kafka) over the given tables.
-func (r e2eResult) rawPerCPU(tables ...chstore.Table) float64 {
+// (this one inserting, ClickHouse, Kafka) over the given tables (cpu:
+// rawCPU or blockCPU).
+func (r e2eResult) rawPerCPU(cpu map[string]testkit.CPUReading, tables ...chstore.Table) float64 {
 	var n int
-	var cpu time.Duration
+	var d time.Duration
 	for _, t := range tables {
-		n, cpu = n+r.rows[t.Name], cpu+cpuTotal(r.rawCPU[t.Name])
+		n, d = n+r.rows[t.Name], d+cpuTotal(cpu[t.Name])
 	}
-	return float64(n) / cpu.Seconds()
+	return float64(n) / d.Seconds()
 }
 
 // rawCores is process proc's mean CPU use during the ceiling's insert of
@@ -236,7 +243,7 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 	ecfg.SpansTopic, ecfg.MetricsTopic, ecfg.DeadLetterTopic = spans, metrics, dlq
 	ecfg.GroupID, ecfg.SamplesGroupID = "g-"+spans, "s-"+spans
 	ecfg.IdleFlush = time.Second
-	rec := &rowRecorder{w: st, rows: map[string][][]any{}}
+	rec := &rowRecorder{w: st, blocks: map[string][]chstore.Block{}}
 	p, err := New(ecfg, rec, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -295,8 +302,18 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 	}
 	raw := open()
 	res.rawWall, res.rawCPU, res.rows = map[string]time.Duration{}, map[string]testkit.CPUReading{}, map[string]int{}
-	for _, t := range []chstore.Table{stallsTable, requestsTable, gpuSamplesTable, engineSamplesTable} {
-		rows := rec.rows[t.Name]
+	tables := []chstore.Table{stallsTable, requestsTable, gpuSamplesTable, engineSamplesTable}
+	count := func(st *chstore.Store, t chstore.Table, what string) {
+		var n uint64
+		if err := st.Conn().QueryRow(ctx, "SELECT count() FROM "+t.Name).Scan(&n); err != nil || n != uint64(res.rows[t.Name]) {
+			b.Fatalf("%s: %d rows in %s after inserting %d (err %v)", what, n, t.Name, res.rows[t.Name], err)
+		}
+	}
+	for _, t := range tables {
+		var rows [][]any
+		for _, blk := range rec.blocks[t.Name] {
+			rows = append(rows, blk.Rows()...)
+		}
 		res.rows[t.Name] = len(rows)
 		if len(rows) == 0 {
 			continue
@@ -311,10 +328,27 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 		}
 		res.rawWall[t.Name] = time.Since(t0)
 		res.rawCPU[t.Name] = meter.Read().Since(c0)
-		var n uint64
-		if err := raw.Conn().QueryRow(ctx, "SELECT count() FROM "+t.Name).Scan(&n); err != nil || n != uint64(res.rows[t.Name]) {
-			b.Fatalf("ceiling: %d rows in %s after inserting %d (err %v)", n, t.Name, res.rows[t.Name], err)
+		count(raw, t, "ceiling")
+	}
+	// The columnar ceiling: the enricher's blocks, as it wrote them.
+	if err := raw.Conn().Exec(ctx, "DROP DATABASE "+raw.Database()); err != nil {
+		b.Fatal(err)
+	}
+	col := open()
+	res.blockWall, res.blockCPU = map[string]time.Duration{}, map[string]testkit.CPUReading{}
+	for _, t := range tables {
+		if res.rows[t.Name] == 0 {
+			continue
 		}
+		c0, t0 := meter.Read(), time.Now()
+		for _, blk := range rec.blocks[t.Name] {
+			if err := col.InsertBlock(ctx, t, blk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		res.blockWall[t.Name] = time.Since(t0)
+		res.blockCPU[t.Name] = meter.Read().Since(c0)
+		count(col, t, "columnar ceiling")
 	}
 	return res
 }

@@ -19,9 +19,12 @@ import (
 	"github.com/tailcause/tailcause/internal/kafkax"
 )
 
-// RowWriter writes rows durably; chstore.Store is the real one.
+// RowWriter writes rows durably; chstore.Store is the real one (its
+// InsertBlock).
 type RowWriter interface {
-	Insert(ctx context.Context, t chstore.Table, rows [][]any) error
+	// InsertBlock writes the block's rows. The block is the caller's again
+	// when it returns (its buffers are reused).
+	InsertBlock(ctx context.Context, t chstore.Table, b chstore.Block) error
 }
 
 // Counters are the enricher's cumulative counts (exposed as metrics).
@@ -323,28 +326,31 @@ func (p *Pipeline) rejectRow(signal, reason, detail string, m kafka.Message) []a
 // records and rows refused on the way, and only then marks the records
 // complete.
 func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Producer, tracker *lockedTracker, reader *kafka.Reader) error {
-	var reqRows, stallRows, rejRows [][]any
+	var rejRows [][]any
 	var reqFrom, stallFrom []origin
 	var dlqRecs []kafkax.Record
 	var done []join.Ref
 	var oldest time.Time
-	reqEnc, stallEnc := newRowEncoder(requestsTable), newRowEncoder(stallsTable)
+	// The encoders' buffers are reused from one flush to the next.
+	reqEnc, stallEnc := newBlockEncoder(requestCols), newBlockEncoder(stallCols)
+	var in1 requestIn
 	now := p.now()
 	flush := func(fctx context.Context) error {
-		if len(reqRows)+len(stallRows)+len(rejRows)+len(dlqRecs)+len(done) == 0 {
+		if reqEnc.len()+stallEnc.len()+len(rejRows)+len(dlqRecs)+len(done) == 0 {
 			return nil
 		}
-		refused, err := p.insertRows(fctx, stallsTable, stallRows)
+		stalls, reqs := stallEnc.block(), reqEnc.block()
+		refused, err := p.insertRows(fctx, stallsTable, stalls)
 		if err != nil {
 			return err
 		}
-		p.refuse(&rejRows, &dlqRecs, "traces", stallsTable, stallRows, stallFrom, refused)
-		p.C.Stalls.Add(int64(len(stallRows) - len(refused)))
-		if refused, err = p.insertRows(fctx, requestsTable, reqRows); err != nil {
+		p.refuse(&rejRows, &dlqRecs, "traces", stallsTable, stalls, stallFrom, refused)
+		p.C.Stalls.Add(int64(stalls.Len() - len(refused)))
+		if refused, err = p.insertRows(fctx, requestsTable, reqs); err != nil {
 			return err
 		}
-		p.refuse(&rejRows, &dlqRecs, "traces", requestsTable, reqRows, reqFrom, refused)
-		p.C.Requests.Add(int64(len(reqRows) - len(refused)))
+		p.refuse(&rejRows, &dlqRecs, "traces", requestsTable, reqs, reqFrom, refused)
+		p.C.Requests.Add(int64(reqs.Len() - len(refused)))
 		if err := p.writeDeadLetters(fctx, dlq, dlqRecs); err != nil {
 			return err
 		}
@@ -352,7 +358,9 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 			return err
 		}
 		tracker.complete(done...)
-		reqRows, stallRows, rejRows, reqFrom, stallFrom, dlqRecs, done = nil, nil, nil, nil, nil, nil, nil
+		reqEnc.reset()
+		stallEnc.reset()
+		rejRows, reqFrom, stallFrom, dlqRecs, done = nil, reqFrom[:0], stallFrom[:0], nil, nil
 		oldest = time.Time{}
 		return nil
 	}
@@ -385,24 +393,27 @@ func (p *Pipeline) sink(ctx context.Context, in <-chan sinkItem, dlq *kafkax.Pro
 				return final()
 			}
 			now := p.now()
+			in1.enrichedAt = now.UTC().Truncate(time.Second)
 			for i := range it.outs {
 				o := &it.outs[i]
 				from := origin{topic: p.cfg.SpansTopic, partition: int(o.Row.KafkaPartition), offset: o.Row.KafkaOffset}
-				reqRows = append(reqRows, reqEnc.request(&o.Row, now.UTC().Truncate(time.Second)))
+				in1.Row = &o.Row
+				reqEnc.add(&in1)
 				reqFrom = append(reqFrom, from)
 				for k := range o.Stalls {
-					stallRows = append(stallRows, stallEnc.stall(&o.Stalls[k]))
+					stallEnc.add(&o.Stalls[k])
 					stallFrom = append(stallFrom, from)
 				}
 				done = append(done, o.Done...)
 			}
+			in1.Row = nil
 			rejRows = append(rejRows, it.rejects...)
 			dlqRecs = append(dlqRecs, it.dlq...)
 			done = append(done, it.done...)
 			if oldest.IsZero() {
 				oldest = now
 			}
-			if len(reqRows) >= p.cfg.BatchRows || len(dlqRecs) > 0 {
+			if reqEnc.len() >= p.cfg.BatchRows || len(dlqRecs) > 0 {
 				if err := flush(ctx); err != nil {
 					return p.abandon(err)
 				}

@@ -64,7 +64,11 @@ ENGINE = MergeTree PARTITION BY toYYYYMMDD(t) ORDER BY (t, v)`); err != nil {
 	rows[17][1] = uint32(500)  // the server refuses the block
 	rows[900][1] = uint32(700) // and again
 	rows[500][1] = "seven"     // the client cannot encode it
-	refused, err := p.insertRows(ctx, tbl, rows)
+	blk, err := chstore.RowBlock(len(tbl.Columns), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, err := p.insertRows(ctx, tbl, blk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +342,12 @@ func TestInsertBlocksIndexesTheWholeBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows [][]any
+	var vs chstore.Values[uint32]
 	for i := range 10 {
-		rows = append(rows, []any{uint32(i)})
+		vs = append(vs, uint32(i))
 	}
-	rows[4][0], rows[9][0] = uint32(400), uint32(900)
-	refused, err := p.insertBlocks(context.Background(), chstore.Table{Name: "blk", Columns: []string{"v"}}, rows)
+	vs[4], vs[9] = 400, 900
+	refused, err := p.insertBlocks(context.Background(), chstore.Table{Name: "blk", Columns: []string{"v"}}, chstore.Block{vs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package enrich
 
 import (
-	"math"
 	"time"
 
 	"github.com/tailcause/tailcause/enrich/join"
@@ -9,41 +8,168 @@ import (
 	"github.com/tailcause/tailcause/internal/chstore"
 )
 
-// The destination tables and their column lists, in the order the row
-// encoders below append values. They follow schemas/clickhouse/*.sql.
+// The destination tables, each declared once as its columns in insert
+// order with the field each column holds (they follow
+// schemas/clickhouse/*.sql). The sink encodes rows into columnar blocks
+// (blockEncoder): one typed slice per column, kept between batches, that
+// chstore.Store.InsertBlock hands to clickhouse-go a column at a time.
 var (
-	requestsTable = chstore.Table{Name: "requests", Columns: []string{
-		"uid", "trace_id", "span_id", "parent_span_id", "request_id", "source", "span_name", "service", "model",
-		"host", "pod", "namespace", "service_instance", "engine", "gpu", "gpu_index",
-		"start_ns", "end_ns", "start_time", "error", "finish_reason",
-		"e2e_ms", "ttft_ms", "queue_ms", "prefill_ms", "decode_ms", "inference_ms", "tpot_ms", "kv_transfer_ms",
-		"prompt_tokens", "completion_tokens", "cached_tokens", "max_tokens",
-		"timeline_source", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "stall_count", "stall_ms", "retracts",
-		"engine_match", "gpu_match",
-		"running_at_arrival", "running_age_ms", "waiting_at_arrival", "waiting_age_ms",
-		"kv_usage_at_arrival", "kv_usage_max", "kv_usage_age_ms", "preemptions_during", "preemptions_age_ms",
-		"prefix_hit_ratio", "prefix_age_ms", "engine_prompt_tps", "engine_gen_tps", "engine_tps_age_ms",
-		"engine_mean_prompt_tokens", "engine_mean_output_tokens",
-		"sm_clock_min_mhz", "sm_clock_norm_mhz", "sm_clock_ratio", "sm_clock_age_ms",
-		"throttle_reasons", "throttle_age_ms", "gpu_temp_max_c", "gpu_temp_age_ms", "power_max_w", "power_age_ms",
-		"dram_active_max", "dram_active_age_ms", "pcie_bytes_per_s_max", "pcie_age_ms", "xid_last", "xid_age_ms",
-		"attr_keys", "attr_values", "kafka_partition", "kafka_offset", "enriched_at",
-	}}
-	stallsTable = chstore.Table{Name: "token_stalls", Columns: []string{
-		"request_uid", "trace_id", "service", "model", "host", "pod", "engine", "gpu", "token_index",
-		"start_ns", "end_ns", "start_time", "duration_ms", "preemptions", "retracts", "kv_usage_max",
-		"throttle_reasons", "sm_clock_min_mhz", "xid_last", "engine_prompt_tps", "events",
-	}}
-	gpuSamplesTable = chstore.Table{Name: "gpu_samples", Columns: []string{
-		"host", "gpu", "gpu_index", "pod", "namespace", "metric", "time_ns", "time", "value",
-	}}
-	engineSamplesTable = chstore.Table{Name: "engine_samples", Columns: []string{
-		"host", "pod", "model", "engine", "service_instance", "metric", "time_ns", "time", "value", "delta", "rate_per_s",
-	}}
+	requestsTable      = tableOf("requests", requestCols)
+	stallsTable        = tableOf("token_stalls", stallCols)
+	gpuSamplesTable    = tableOf("gpu_samples", gpuSampleCols)
+	engineSamplesTable = tableOf("engine_samples", engineSampleCols)
+	// rejected_input rows are built as []any (rejectRow) and written
+	// through chstore.RowBlock: they are few.
 	rejectedTable = chstore.Table{Name: "rejected_input", Columns: []string{
 		"received_at", "signal", "reason", "detail", "topic", "partition", "offset", "payload_bytes", "payload_prefix",
 	}}
 )
+
+// requestIn is what a request row is made of: the joined row and the time
+// it was enriched.
+type requestIn struct {
+	*join.Row
+	enrichedAt time.Time
+}
+
+// engineIn is what an engine_samples row is made of: the sample and its
+// counter delta and rate (NaN when none).
+type engineIn struct {
+	*normalize.Sample
+	delta, rate float64
+}
+
+var requestCols = []colSpec[requestIn]{
+	col("uid", func(x *requestIn) string { return x.UID }),
+	col("trace_id", func(x *requestIn) string { return x.TraceID }),
+	col("span_id", func(x *requestIn) string { return x.SpanID }),
+	col("parent_span_id", func(x *requestIn) string { return x.ParentSpanID }),
+	col("request_id", func(x *requestIn) string { return x.RequestID }),
+	col("source", func(x *requestIn) string { return x.Source }),
+	col("span_name", func(x *requestIn) string { return x.SpanName }),
+	col("service", func(x *requestIn) string { return x.Service }),
+	col("model", func(x *requestIn) string { return x.Model }),
+	col("host", func(x *requestIn) string { return x.Host }),
+	col("pod", func(x *requestIn) string { return x.Pod }),
+	col("namespace", func(x *requestIn) string { return x.Namespace }),
+	col("service_instance", func(x *requestIn) string { return x.ServiceInstance }),
+	col("engine", func(x *requestIn) string { return x.Engine }),
+	col("gpu", func(x *requestIn) string { return x.GPU }),
+	col("gpu_index", func(x *requestIn) string { return x.GPUIndex }),
+	col("start_ns", func(x *requestIn) uint64 { return x.StartNs }),
+	col("end_ns", func(x *requestIn) uint64 { return x.EndNs }),
+	col("start_time", func(x *requestIn) time.Time { return secs(x.StartNs) }),
+	col("error", func(x *requestIn) uint8 { return b2u(x.Error) }),
+	col("finish_reason", func(x *requestIn) string { return x.FinishReason }),
+	col("e2e_ms", func(x *requestIn) float64 { return x.E2EMs }),
+	col("ttft_ms", func(x *requestIn) float64 { return x.TTFTMs }),
+	col("queue_ms", func(x *requestIn) float64 { return x.QueueMs }),
+	col("prefill_ms", func(x *requestIn) float64 { return x.PrefillMs }),
+	col("decode_ms", func(x *requestIn) float64 { return x.DecodeMs }),
+	col("inference_ms", func(x *requestIn) float64 { return x.InferenceMs }),
+	col("tpot_ms", func(x *requestIn) float64 { return x.TPOTMs }),
+	col("kv_transfer_ms", func(x *requestIn) float64 { return x.KVTransferMs }),
+	col("prompt_tokens", func(x *requestIn) int64 { return x.PromptTokens }),
+	col("completion_tokens", func(x *requestIn) int64 { return x.CompletionTokens }),
+	col("cached_tokens", func(x *requestIn) int64 { return x.CachedTokens }),
+	col("max_tokens", func(x *requestIn) int64 { return x.MaxTokens }),
+	col("timeline_source", func(x *requestIn) string { return x.TimelineSource }),
+	col("itl_p50_ms", func(x *requestIn) float64 { return x.ITLP50Ms }),
+	col("itl_p99_ms", func(x *requestIn) float64 { return x.ITLP99Ms }),
+	col("itl_max_ms", func(x *requestIn) float64 { return x.ITLMaxMs }),
+	col("stall_count", func(x *requestIn) uint32 { return x.StallCount }),
+	col("stall_ms", func(x *requestIn) float64 { return x.StallMs }),
+	col("retracts", func(x *requestIn) uint32 { return x.Retracts }),
+	col("engine_match", func(x *requestIn) string { return x.EngineMatch }),
+	col("gpu_match", func(x *requestIn) string { return x.GPUMatch }),
+	col("running_at_arrival", func(x *requestIn) float64 { return x.RunningAtArrival }),
+	col("running_age_ms", func(x *requestIn) float64 { return x.RunningAgeMs }),
+	col("waiting_at_arrival", func(x *requestIn) float64 { return x.WaitingAtArrival }),
+	col("waiting_age_ms", func(x *requestIn) float64 { return x.WaitingAgeMs }),
+	col("kv_usage_at_arrival", func(x *requestIn) float64 { return x.KVUsageAtArrival }),
+	col("kv_usage_max", func(x *requestIn) float64 { return x.KVUsageMax }),
+	col("kv_usage_age_ms", func(x *requestIn) float64 { return x.KVUsageAgeMs }),
+	col("preemptions_during", func(x *requestIn) float64 { return x.PreemptionsDuring }),
+	col("preemptions_age_ms", func(x *requestIn) float64 { return x.PreemptAgeMs }),
+	col("prefix_hit_ratio", func(x *requestIn) float64 { return x.PrefixHitRatio }),
+	col("prefix_age_ms", func(x *requestIn) float64 { return x.PrefixAgeMs }),
+	col("engine_prompt_tps", func(x *requestIn) float64 { return x.EnginePromptTPS }),
+	col("engine_gen_tps", func(x *requestIn) float64 { return x.EngineGenTPS }),
+	col("engine_tps_age_ms", func(x *requestIn) float64 { return x.EngineTPSAgeMs }),
+	col("engine_mean_prompt_tokens", func(x *requestIn) float64 { return x.EngineMeanPromptTokens }),
+	col("engine_mean_output_tokens", func(x *requestIn) float64 { return x.EngineMeanOutputTokens }),
+	col("sm_clock_min_mhz", func(x *requestIn) float64 { return x.SMClockMinMHz }),
+	col("sm_clock_norm_mhz", func(x *requestIn) float64 { return x.SMClockNormMHz }),
+	col("sm_clock_ratio", func(x *requestIn) float64 { return x.SMClockRatio }),
+	col("sm_clock_age_ms", func(x *requestIn) float64 { return x.SMClockAgeMs }),
+	col("throttle_reasons", func(x *requestIn) uint32 { return x.ThrottleReasons }),
+	col("throttle_age_ms", func(x *requestIn) float64 { return x.ThrottleAgeMs }),
+	col("gpu_temp_max_c", func(x *requestIn) float64 { return x.GPUTempMaxC }),
+	col("gpu_temp_age_ms", func(x *requestIn) float64 { return x.GPUTempAgeMs }),
+	col("power_max_w", func(x *requestIn) float64 { return x.PowerMaxW }),
+	col("power_age_ms", func(x *requestIn) float64 { return x.PowerAgeMs }),
+	col("dram_active_max", func(x *requestIn) float64 { return x.DRAMActiveMax }),
+	col("dram_active_age_ms", func(x *requestIn) float64 { return x.DRAMActiveAgeMs }),
+	col("pcie_bytes_per_s_max", func(x *requestIn) float64 { return x.PCIeBytesPerSMax }),
+	col("pcie_age_ms", func(x *requestIn) float64 { return x.PCIeAgeMs }),
+	col("xid_last", func(x *requestIn) uint32 { return x.XIDLast }),
+	col("xid_age_ms", func(x *requestIn) float64 { return x.XIDAgeMs }),
+	col("attr_keys", func(x *requestIn) []string { return strs(x.AttrKeys) }),
+	col("attr_values", func(x *requestIn) []string { return strs(x.AttrValues) }),
+	col("kafka_partition", func(x *requestIn) int32 { return x.KafkaPartition }),
+	col("kafka_offset", func(x *requestIn) int64 { return x.KafkaOffset }),
+	col("enriched_at", func(x *requestIn) time.Time { return x.enrichedAt }),
+}
+
+var stallCols = []colSpec[join.Stall]{
+	col("request_uid", func(x *join.Stall) string { return x.RequestUID }),
+	col("trace_id", func(x *join.Stall) string { return x.TraceID }),
+	col("service", func(x *join.Stall) string { return x.Service }),
+	col("model", func(x *join.Stall) string { return x.Model }),
+	col("host", func(x *join.Stall) string { return x.Host }),
+	col("pod", func(x *join.Stall) string { return x.Pod }),
+	col("engine", func(x *join.Stall) string { return x.Engine }),
+	col("gpu", func(x *join.Stall) string { return x.GPU }),
+	col("token_index", func(x *join.Stall) uint32 { return x.TokenIndex }),
+	col("start_ns", func(x *join.Stall) uint64 { return x.StartNs }),
+	col("end_ns", func(x *join.Stall) uint64 { return x.EndNs }),
+	col("start_time", func(x *join.Stall) time.Time { return secs(x.StartNs) }),
+	col("duration_ms", func(x *join.Stall) float64 { return x.DurationMs }),
+	col("preemptions", func(x *join.Stall) float64 { return x.Preemptions }),
+	col("retracts", func(x *join.Stall) uint32 { return x.Retracts }),
+	col("kv_usage_max", func(x *join.Stall) float64 { return x.KVUsageMax }),
+	col("throttle_reasons", func(x *join.Stall) uint32 { return x.ThrottleReasons }),
+	col("sm_clock_min_mhz", func(x *join.Stall) float64 { return x.SMClockMinMHz }),
+	col("xid_last", func(x *join.Stall) uint32 { return x.XIDLast }),
+	col("engine_prompt_tps", func(x *join.Stall) float64 { return x.EnginePromptTPS }),
+	col("events", func(x *join.Stall) []string { return strs(x.Events) }),
+}
+
+var gpuSampleCols = []colSpec[normalize.Sample]{
+	col("host", func(x *normalize.Sample) string { return x.Placement.Host }),
+	col("gpu", func(x *normalize.Sample) string { return x.Placement.GPU }),
+	col("gpu_index", func(x *normalize.Sample) string { return x.Placement.GPUIndex }),
+	col("pod", func(x *normalize.Sample) string { return x.Placement.Pod }),
+	col("namespace", func(x *normalize.Sample) string { return x.Placement.Namespace }),
+	col("metric", func(x *normalize.Sample) string { return string(x.Metric) }),
+	col("time_ns", func(x *normalize.Sample) uint64 { return x.TimeNs }),
+	col("time", func(x *normalize.Sample) time.Time { return secs(x.TimeNs) }),
+	col("value", func(x *normalize.Sample) float64 { return x.Value }),
+}
+
+var engineSampleCols = []colSpec[engineIn]{
+	col("host", func(x *engineIn) string { return x.Placement.Host }),
+	col("pod", func(x *engineIn) string { return x.Placement.Pod }),
+	col("model", func(x *engineIn) string { return x.Model }),
+	col("engine", func(x *engineIn) string { return x.Placement.Engine }),
+	col("service_instance", func(x *engineIn) string { return x.Placement.ServiceInstance }),
+	col("metric", func(x *engineIn) string { return string(x.Metric) }),
+	col("time_ns", func(x *engineIn) uint64 { return x.TimeNs }),
+	col("time", func(x *engineIn) time.Time { return secs(x.TimeNs) }),
+	col("value", func(x *engineIn) float64 { return x.Value }),
+	col("delta", func(x *engineIn) float64 { return x.delta }),
+	col("rate_per_s", func(x *engineIn) float64 { return x.rate }),
+}
 
 func secs(ns uint64) time.Time { return time.Unix(int64(ns/1e9), 0).UTC() }
 
@@ -54,144 +180,96 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// rowEncoder turns rows of one table into insert values, in column order.
-// Rows are cut from a shared backing array (one allocation per rowSlab
-// rows, not one per row), and a value equal to the same column's value in
-// the previous row reuses that row's boxed value: consecutive rows repeat
-// most columns (host, pod, model, metric, scrape time, unknown features),
-// and boxing each value was most of the encoding's allocations. Rows are
-// never modified once encoded, so sharing their values is safe. The
-// values are exactly the fields' (a float is reused only when its bits
-// are the same: NaN for NaN, never -0 for 0).
-type rowEncoder struct {
-	cols       int
-	slab       []any
-	last       []any
-	emptySlice any // []string{}: a nil array column
-}
+// noStrings is a nil array column's value: an empty array. It is shared
+// and never appended to.
+var noStrings = []string{}
 
-const rowSlab = 256
-
-func newRowEncoder(t chstore.Table) *rowEncoder {
-	n := len(t.Columns)
-	return &rowEncoder{cols: n, last: make([]any, n), emptySlice: []string{}}
-}
-
-// next is an empty row of capacity e.cols.
-func (e *rowEncoder) next() []any {
-	if len(e.slab) < e.cols {
-		e.slab = make([]any, e.cols*rowSlab)
-	}
-	r := e.slab[:0:e.cols]
-	e.slab = e.slab[e.cols:]
-	return r
-}
-
-// put appends vs, each as the next column of row.
-func put[T comparable](e *rowEncoder, row []any, vs ...T) []any {
-	for _, v := range vs {
-		i := len(row)
-		if p, ok := e.last[i].(T); ok && p == v {
-			row = append(row, e.last[i])
-			continue
-		}
-		b := any(v)
-		e.last[i] = b
-		row = append(row, b)
-	}
-	return row
-}
-
-// putFloat is put for float64 columns, comparing bits.
-func putFloat(e *rowEncoder, row []any, vs ...float64) []any {
-	for _, v := range vs {
-		i := len(row)
-		if p, ok := e.last[i].(float64); ok && math.Float64bits(p) == math.Float64bits(v) {
-			row = append(row, e.last[i])
-			continue
-		}
-		b := any(v)
-		e.last[i] = b
-		row = append(row, b)
-	}
-	return row
-}
-
-// putStrings appends an array column (nil as an empty array).
-func (e *rowEncoder) putStrings(row []any, s []string) []any {
+func strs(s []string) []string {
 	if s == nil {
-		return append(row, e.emptySlice)
+		return noStrings
 	}
-	return append(row, s)
+	return s
 }
 
-// request encodes one request row.
-func (e *rowEncoder) request(r *join.Row, now time.Time) []any {
-	row := e.next()
-	row = put(e, row, r.UID, r.TraceID, r.SpanID, r.ParentSpanID, r.RequestID, r.Source, r.SpanName, r.Service, r.Model,
-		r.Host, r.Pod, r.Namespace, r.ServiceInstance, r.Engine, r.GPU, r.GPUIndex)
-	row = put(e, row, r.StartNs, r.EndNs)
-	row = put(e, row, secs(r.StartNs))
-	row = put(e, row, b2u(r.Error))
-	row = put(e, row, r.FinishReason)
-	row = putFloat(e, row, r.E2EMs, r.TTFTMs, r.QueueMs, r.PrefillMs, r.DecodeMs, r.InferenceMs, r.TPOTMs, r.KVTransferMs)
-	row = put(e, row, r.PromptTokens, r.CompletionTokens, r.CachedTokens, r.MaxTokens)
-	row = put(e, row, r.TimelineSource)
-	row = putFloat(e, row, r.ITLP50Ms, r.ITLP99Ms, r.ITLMaxMs)
-	row = put(e, row, r.StallCount)
-	row = putFloat(e, row, r.StallMs)
-	row = put(e, row, r.Retracts)
-	row = put(e, row, r.EngineMatch, r.GPUMatch)
-	row = putFloat(e, row, r.RunningAtArrival, r.RunningAgeMs, r.WaitingAtArrival, r.WaitingAgeMs,
-		r.KVUsageAtArrival, r.KVUsageMax, r.KVUsageAgeMs, r.PreemptionsDuring, r.PreemptAgeMs,
-		r.PrefixHitRatio, r.PrefixAgeMs, r.EnginePromptTPS, r.EngineGenTPS, r.EngineTPSAgeMs,
-		r.EngineMeanPromptTokens, r.EngineMeanOutputTokens,
-		r.SMClockMinMHz, r.SMClockNormMHz, r.SMClockRatio, r.SMClockAgeMs)
-	row = put(e, row, r.ThrottleReasons)
-	row = putFloat(e, row, r.ThrottleAgeMs, r.GPUTempMaxC, r.GPUTempAgeMs, r.PowerMaxW, r.PowerAgeMs,
-		r.DRAMActiveMax, r.DRAMActiveAgeMs, r.PCIeBytesPerSMax, r.PCIeAgeMs)
-	row = put(e, row, r.XIDLast)
-	row = putFloat(e, row, r.XIDAgeMs)
-	row = e.putStrings(row, r.AttrKeys)
-	row = e.putStrings(row, r.AttrValues)
-	row = put(e, row, r.KafkaPartition)
-	row = put(e, row, r.KafkaOffset)
-	return put(e, row, now)
+// colSpec is a column of a table of rows made of R: its name and its
+// buffer's constructor.
+type colSpec[R any] struct {
+	name string
+	new  func() colBuffer[R]
 }
 
-// stall encodes one token_stalls row.
-func (e *rowEncoder) stall(s *join.Stall) []any {
-	row := e.next()
-	row = put(e, row, s.RequestUID, s.TraceID, s.Service, s.Model, s.Host, s.Pod, s.Engine, s.GPU)
-	row = put(e, row, s.TokenIndex)
-	row = put(e, row, s.StartNs, s.EndNs)
-	row = put(e, row, secs(s.StartNs))
-	row = putFloat(e, row, s.DurationMs, s.Preemptions)
-	row = put(e, row, s.Retracts)
-	row = putFloat(e, row, s.KVUsageMax)
-	row = put(e, row, s.ThrottleReasons)
-	row = putFloat(e, row, s.SMClockMinMHz)
-	row = put(e, row, s.XIDLast)
-	row = putFloat(e, row, s.EnginePromptTPS)
-	return e.putStrings(row, s.Events)
+// col is the column name holding get(row), a T.
+func col[R, T any](name string, get func(*R) T) colSpec[R] {
+	return colSpec[R]{name: name, new: func() colBuffer[R] { return &values[R, T]{get: get} }}
 }
 
-// gpuSample encodes one gpu_samples row.
-func (e *rowEncoder) gpuSample(s *normalize.Sample) []any {
-	row := e.next()
-	row = put(e, row, s.Placement.Host, s.Placement.GPU, s.Placement.GPUIndex, s.Placement.Pod, s.Placement.Namespace,
-		string(s.Metric))
-	row = put(e, row, s.TimeNs)
-	row = put(e, row, secs(s.TimeNs))
-	return putFloat(e, row, s.Value)
+// colBuffer is one column of a blockEncoder.
+type colBuffer[R any] interface {
+	add(r *R)
+	column() chstore.Column
+	reset()
 }
 
-// engineSample encodes one engine_samples row.
-func (e *rowEncoder) engineSample(s *normalize.Sample, delta, rate float64) []any {
-	row := e.next()
-	row = put(e, row, s.Placement.Host, s.Placement.Pod, s.Model, s.Placement.Engine, s.Placement.ServiceInstance,
-		string(s.Metric))
-	row = put(e, row, s.TimeNs)
-	row = put(e, row, secs(s.TimeNs))
-	return putFloat(e, row, s.Value, delta, rate)
+type values[R, T any] struct {
+	get func(*R) T
+	v   []T
+}
+
+func (c *values[R, T]) add(r *R)               { c.v = append(c.v, c.get(r)) }
+func (c *values[R, T]) column() chstore.Column { return chstore.Values[T](c.v) }
+func (c *values[R, T]) reset()                 { clear(c.v); c.v = c.v[:0] }
+
+func tableOf[R any](name string, cols []colSpec[R]) chstore.Table {
+	t := chstore.Table{Name: name}
+	for _, c := range cols {
+		t.Columns = append(t.Columns, c.name)
+	}
+	return t
+}
+
+// blockEncoder turns rows made of R into a columnar block of their table.
+// Its buffers are kept from one block to the next (reset): a block's
+// columns alias them, so a block is the caller's only until the next reset.
+// The values are exactly the fields' (NaN stays NaN, -0 stays -0; a nil
+// array is an empty one).
+type blockEncoder[R any] struct {
+	cols []colBuffer[R]
+	n    int
+}
+
+func newBlockEncoder[R any](cols []colSpec[R]) *blockEncoder[R] {
+	e := &blockEncoder[R]{cols: make([]colBuffer[R], len(cols))}
+	for i, c := range cols {
+		e.cols[i] = c.new()
+	}
+	return e
+}
+
+// add appends one row.
+func (e *blockEncoder[R]) add(r *R) {
+	for _, c := range e.cols {
+		c.add(r)
+	}
+	e.n++
+}
+
+// len is the number of rows since the last reset.
+func (e *blockEncoder[R]) len() int { return e.n }
+
+// block is the rows since the last reset, valid until the next.
+func (e *blockEncoder[R]) block() chstore.Block {
+	b := make(chstore.Block, len(e.cols))
+	for i, c := range e.cols {
+		b[i] = c.column()
+	}
+	return b
+}
+
+// reset empties the encoder, keeping its buffers (and dropping their
+// references to the rows' strings).
+func (e *blockEncoder[R]) reset() {
+	for _, c := range e.cols {
+		c.reset()
+	}
+	e.n = 0
 }

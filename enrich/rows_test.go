@@ -8,10 +8,12 @@ import (
 
 	"github.com/tailcause/tailcause/enrich/join"
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/internal/chstore"
 )
 
-// The row encoders as they were before rowEncoder shared boxed values:
-// the reference every encoded row must equal.
+// The row encoders as they were before the columnar blocks (each row a
+// []any of its values, as chstore.Store.Insert takes it): the reference
+// every block's rows must equal.
 
 func strsRef(s []string) []string {
 	if s == nil {
@@ -81,11 +83,11 @@ func sameValues(t *testing.T, what string, got, want []any) {
 	}
 }
 
-// TestRowEncoderValues: rows encoded one after another, sharing boxed
-// values where a column repeats, are each exactly the reference rows —
-// NaN, 0 and -0, nil and empty arrays, repeated and changed values — and
-// are not changed by the rows encoded after them.
-func TestRowEncoderValues(t *testing.T) {
+// TestBlockEncoderValues: the rows of the blocks the encoders build —
+// NaN, 0 and -0, nil and empty arrays, repeated and changed values — are
+// each exactly the reference rows, in order, and reusing an encoder's
+// buffers after a reset gives the next block's rows exactly too.
+func TestBlockEncoderValues(t *testing.T) {
 	nan := math.NaN()
 	negZero := math.Copysign(0, -1)
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
@@ -97,52 +99,81 @@ func TestRowEncoderValues(t *testing.T) {
 	reqs[2].UID, reqs[2].QueueMs, reqs[2].TTFTMs, reqs[2].Error, reqs[2].Host = "u3", 0, 12.5, true, "h2"
 	reqs[3].UID, reqs[3].StartNs, reqs[3].AttrKeys, reqs[3].AttrValues = "u4", base.StartNs+5e8, []string{}, []string{}
 	reqs[4].UID, reqs[4].TTFTMs, reqs[4].KafkaOffset = "u5", math.Inf(1), 1<<40
-	re := newRowEncoder(requestsTable)
-	var got, want [][]any
-	for i := range reqs {
-		got, want = append(got, re.request(&reqs[i], now)), append(want, requestValuesRef(&reqs[i], now))
-	}
 	st := []join.Stall{{RequestUID: "u1", TokenIndex: 3, StartNs: 1767607200e9, DurationMs: 40, Preemptions: nan, Events: []string{"x"}},
 		{RequestUID: "u1", TokenIndex: 9, StartNs: 1767607200e9, DurationMs: 40, Preemptions: nan},
 		{RequestUID: "u2", TokenIndex: 9, StartNs: 1767607203e9, DurationMs: negZero, Preemptions: 1}}
-	se := newRowEncoder(stallsTable)
-	for i := range st {
-		got, want = append(got, se.stall(&st[i])), append(want, stallValuesRef(&st[i]))
-	}
 	gpu := normalize.Sample{Family: normalize.FamilyGPU, Metric: normalize.MetricSMClock, TimeNs: 1767607200e9,
 		Placement: normalize.Placement{Host: "h", GPU: "GPU-1", GPUIndex: "0"}, Value: 1400}
 	gpus := []normalize.Sample{gpu, gpu, gpu}
 	gpus[1].Placement.GPU, gpus[1].Placement.GPUIndex = "GPU-2", "1"
 	gpus[2].Metric, gpus[2].Value, gpus[2].TimeNs = normalize.MetricGPUTemp, negZero, gpu.TimeNs+1
-	ge := newRowEncoder(gpuSamplesTable)
-	for i := range gpus {
-		got, want = append(got, ge.gpuSample(&gpus[i])), append(want, gpuSampleValuesRef(&gpus[i]))
-	}
 	eng := normalize.Sample{Family: normalize.FamilyEngine, Metric: normalize.MetricRunning, TimeNs: 1767607200e9, Model: "m",
 		Placement: normalize.Placement{Host: "h", Pod: "p", Engine: "0"}, Value: 3}
-	ee := newRowEncoder(engineSamplesTable)
+	engs := make([]engineIn, 4)
 	for i, dr := range [][2]float64{{nan, nan}, {nan, nan}, {2, 0.2}, {0, negZero}} {
 		s := eng
 		s.Value = float64(i)
-		got, want = append(got, ee.engineSample(&s, dr[0], dr[1])), append(want, engineSampleValuesRef(&s, dr[0], dr[1]))
+		engs[i] = engineIn{Sample: &s, delta: dr[0], rate: dr[1]}
 	}
-	// Checked after all were encoded: a later row changes no earlier one.
-	for i := range want {
-		sameValues(t, "row "+string(rune('a'+i)), got[i], want[i])
+
+	re, se := newBlockEncoder(requestCols), newBlockEncoder(stallCols)
+	ge, ee := newBlockEncoder(gpuSampleCols), newBlockEncoder(engineSampleCols)
+	check := func(round string) {
+		t.Helper()
+		var got, want [][]any
+		for i := range reqs {
+			re.add(&requestIn{Row: &reqs[i], enrichedAt: now})
+			want = append(want, requestValuesRef(&reqs[i], now))
+		}
+		got = append(got, re.block().Rows()...)
+		for i := range st {
+			se.add(&st[i])
+			want = append(want, stallValuesRef(&st[i]))
+		}
+		got = append(got, se.block().Rows()...)
+		for i := range gpus {
+			ge.add(&gpus[i])
+			want = append(want, gpuSampleValuesRef(&gpus[i]))
+		}
+		got = append(got, ge.block().Rows()...)
+		for i := range engs {
+			ee.add(&engs[i])
+			want = append(want, engineSampleValuesRef(engs[i].Sample, engs[i].delta, engs[i].rate))
+		}
+		got = append(got, ee.block().Rows()...)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows, want %d", round, len(got), len(want))
+		}
+		for i := range want {
+			sameValues(t, round+": row "+string(rune('a'+i)), got[i], want[i])
+		}
+		re.reset()
+		se.reset()
+		ge.reset()
+		ee.reset()
 	}
+	check("first block")
+	// The second round reuses the buffers, with other values in them.
+	for i := range reqs {
+		reqs[i].UID, reqs[i].E2EMs, reqs[i].AttrKeys = reqs[i].UID+"-2", reqs[i].E2EMs+1, nil
+	}
+	st[0].Events, st[1].TokenIndex = nil, 11
+	gpus[0].Value, gpus[1].Placement.Host = nan, "h3"
+	check("after a reset")
 }
 
-// TestRowEncoderSlab: rows cut from one backing array do not overlap.
-func TestRowEncoderSlab(t *testing.T) {
-	e := newRowEncoder(gpuSamplesTable)
-	var rows [][]any
-	for i := 0; i < 3*rowSlab+1; i++ {
-		s := normalize.Sample{Metric: normalize.MetricSMClock, TimeNs: uint64(i), Value: float64(i)}
-		rows = append(rows, e.gpuSample(&s))
-	}
-	for i, r := range rows {
-		if len(r) != len(gpuSamplesTable.Columns) || cap(r) != len(r) || r[6] != any(uint64(i)) {
-			t.Fatalf("row %d: %v (len %d cap %d)", i, r, len(r), cap(r))
+// TestBlockTables: each table's columns are its encoder's, one value per
+// column, in the order of schemas/clickhouse (the rows' reference).
+func TestBlockTables(t *testing.T) {
+	f := func(tb chstore.Table, cols int, row []any) {
+		t.Helper()
+		if len(tb.Columns) != cols || len(row) != cols {
+			t.Errorf("%s: %d columns, %d encoder columns, %d reference values", tb.Name, len(tb.Columns), cols, len(row))
 		}
 	}
+	now := time.Now()
+	f(requestsTable, len(requestCols), requestValuesRef(&join.Row{}, now))
+	f(stallsTable, len(stallCols), stallValuesRef(&join.Stall{}))
+	f(gpuSamplesTable, len(gpuSampleCols), gpuSampleValuesRef(&normalize.Sample{}))
+	f(engineSamplesTable, len(engineSampleCols), engineSampleValuesRef(&normalize.Sample{}, 0, 0))
 }

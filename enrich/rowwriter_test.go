@@ -20,7 +20,8 @@ import (
 // failed insert stores nothing, and its *chstore.InsertError names the
 // stage to blame with the retriable/permanent verdict of
 // chstore.IsRetriable; the sink's isolation of refused rows then gives the
-// same answer over both.
+// same answer over both. Blocks of typed columns (chstore.Values, the
+// sink's) and of rows (chstore.RowBlock) are both checked.
 func TestRowWriterConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		w := enrichtest.NewRows()
@@ -98,23 +99,47 @@ func testRowWriter(t *testing.T, w RowWriter, stored func(t *testing.T) []string
 		}
 	}
 
-	if err := w.Insert(ctx, iso, nil); err != nil {
+	rowBlock := func(rows [][]any) chstore.Block {
+		t.Helper()
+		b, err := chstore.RowBlock(len(iso.Columns), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	typed := func(ts []time.Time, vs []uint32) chstore.Block {
+		return chstore.Block{chstore.Values[time.Time](ts), chstore.Values[uint32](vs)}
+	}
+	if err := w.InsertBlock(ctx, iso, typed(nil, nil)); err != nil {
 		t.Errorf("insert of no rows: %v", err)
 	}
+	if err := w.InsertBlock(ctx, iso, nil); err != nil {
+		t.Errorf("insert of no columns: %v", err)
+	}
 	good := [][]any{{day, uint32(1)}, {day.Add(time.Hour), uint32(2)}, {day.AddDate(0, 0, 1), uint32(3)}}
-	if err := w.Insert(ctx, iso, good); err != nil {
+	if err := w.InsertBlock(ctx, iso, rowBlock(good)); err != nil {
 		t.Fatalf("insert good rows: %v", err)
 	}
 	for _, r := range good {
 		want = append(want, fmt.Sprintf("%d/%d", r[0].(time.Time).Unix(), r[1].(uint32)))
 	}
 	check("after good rows")
+	goodTyped := typed([]time.Time{day.Add(2 * time.Hour), day.AddDate(0, 0, 2)}, []uint32{7, 8})
+	if err := w.InsertBlock(ctx, iso, goodTyped); err != nil {
+		t.Fatalf("insert a typed block: %v", err)
+	}
+	want = append(want, fmt.Sprintf("%d/7", day.Add(2*time.Hour).Unix()), fmt.Sprintf("%d/8", day.AddDate(0, 0, 2).Unix()))
+	check("after a typed block")
 
-	refused("unknown table", w.Insert(ctx, chstore.Table{Name: "nope", Columns: iso.Columns}, good), chstore.StagePrepare, 0)
-	refused("unknown column", w.Insert(ctx, chstore.Table{Name: "iso", Columns: []string{"t", "w"}}, good), chstore.StagePrepare, 0)
-	refused("a row of the wrong width", w.Insert(ctx, iso, [][]any{{day, uint32(4)}, {day, uint32(5), "extra"}}), chstore.StageAppend, 1)
-	refused("a value the client cannot encode", w.Insert(ctx, iso, [][]any{{day, uint32(4)}, {day, uint32(5)}, {day, "seven"}}), chstore.StageAppend, 2)
-	refused("a row the table's check refuses", w.Insert(ctx, iso, [][]any{{day, uint32(500)}, {day, uint32(6)}}), chstore.StageSend, 0)
+	refused("unknown table", w.InsertBlock(ctx, chstore.Table{Name: "nope", Columns: iso.Columns}, rowBlock(good)), chstore.StagePrepare, 0)
+	refused("unknown column", w.InsertBlock(ctx, chstore.Table{Name: "iso", Columns: []string{"t", "w"}}, goodTyped), chstore.StagePrepare, 0)
+	refused("a block of the wrong width", w.InsertBlock(ctx, iso, goodTyped[:1]), chstore.StagePrepare, 0)
+	refused("columns of unequal length", w.InsertBlock(ctx, iso, typed([]time.Time{day, day}, []uint32{9})), chstore.StagePrepare, 0)
+	refused("an empty first column", w.InsertBlock(ctx, iso, typed(nil, []uint32{9})), chstore.StagePrepare, 0)
+	refused("a value the client cannot encode", w.InsertBlock(ctx, iso, rowBlock([][]any{{day, uint32(4)}, {day, uint32(5)}, {day, "seven"}})), chstore.StageAppend, 2)
+	refused("a column the client cannot encode", w.InsertBlock(ctx, iso, chstore.Block{chstore.Values[time.Time]{day, day}, chstore.Values[string]{"4", "5"}}), chstore.StageAppend, 0)
+	refused("a row the table's check refuses", w.InsertBlock(ctx, iso, rowBlock([][]any{{day, uint32(500)}, {day, uint32(6)}})), chstore.StageSend, 0)
+	refused("a typed row the table's check refuses", w.InsertBlock(ctx, iso, typed([]time.Time{day, day}, []uint32{6, 600})), chstore.StageSend, 0)
 	check("after refused inserts (none may store a row)")
 
 	// The sink's isolation: the refused rows are named, every other row
@@ -130,7 +155,7 @@ func testRowWriter(t *testing.T, w RowWriter, stored func(t *testing.T) []string
 	rows[17][1] = uint32(500) // refused with the block
 	rows[120][1] = uint32(700)
 	rows[50][1] = "seven" // cannot be encoded
-	got, err := p.insertRows(ctx, iso, rows)
+	got, err := p.insertRows(ctx, iso, rowBlock(rows))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,19 +35,28 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 	// one: the fetcher decodes records into rows (counter deltas in record
 	// order), the writer inserts them and commits, batch after batch in
 	// order. One batch waits between them: memory stays bounded.
+	// The written batches' encoders go back to the fetcher (free), so that
+	// their column buffers are reused: one batch is filled, one waits, one
+	// is written.
 	batches := make(chan sampleBatch, 1)
+	free := make(chan *sampleBlocks, 3)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)
 		defer close(batches)
-		p.fetchSamples(fctx, reader, batches)
+		p.fetchSamples(fctx, reader, batches, free)
 	}()
 	defer func() { stop(); <-fetched }()
 	for sb := range batches {
 		if err := p.writeSamples(ctx, dlq, sb); err != nil {
 			return p.abandon(err)
+		}
+		sb.blocks.reset()
+		select {
+		case free <- sb.blocks:
+		default:
 		}
 		if err := reader.CommitMessages(ctx, sb.msgs...); err != nil && ctx.Err() == nil {
 			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", len(sb.msgs), err))
@@ -60,7 +69,7 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 // and the rows decoded from them.
 type sampleBatch struct {
 	msgs             []kafka.Message
-	gpuRows, engRows [][]any
+	blocks           *sampleBlocks
 	rejRows          [][]any
 	gpuFrom, engFrom []origin
 	dlqRecs          []kafkax.Record
@@ -81,22 +90,28 @@ const (
 
 // full reports whether sb is a whole batch.
 func (p *Pipeline) full(sb *sampleBatch) bool {
-	g, e, n := len(sb.gpuRows), len(sb.engRows), p.cfg.BatchRows
+	g, e, n := sb.blocks.gpu.len(), sb.blocks.eng.len(), p.cfg.BatchRows
 	return len(sb.msgs) >= maxSampleMsgs || g >= n && e >= n || g >= maxBatchBlocks*n || e >= maxBatchBlocks*n
 }
 
 // fetchSamples reads batches of metric records and turns them into rows,
 // until ctx ends.
-func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch) {
+func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out chan<- sampleBatch, free <-chan *sampleBlocks) {
 	st := &sampleState{
 		// Not ReuseSamples: a record's Batch may go to the broadcast
 		// readers (metricDecodes).
 		counters: normalize.NewCounters(p.cfg.Join.MaxCounterSeries),
-		gpu:      newRowEncoder(gpuSamplesTable),
-		eng:      newRowEncoder(engineSamplesTable),
 	}
+	var blocks *sampleBlocks
 	for {
-		var sb sampleBatch
+		if blocks == nil {
+			select {
+			case blocks = <-free:
+			default:
+				blocks = newSampleBlocks()
+			}
+		}
+		sb := sampleBatch{blocks: blocks}
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
 		bounds := p.bounds()
 		for !p.full(&sb) {
@@ -118,6 +133,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 		if len(sb.msgs) == 0 {
 			continue
 		}
+		blocks = nil // the writer's until it hands it back
 		select {
 		case out <- sb:
 		case <-ctx.Done():
@@ -131,7 +147,22 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 type sampleState struct {
 	dec      normalize.MetricsDecoder
 	counters *normalize.Counters
-	gpu, eng *rowEncoder
+	eng      engineIn
+}
+
+// sampleBlocks are a batch's gpu_samples and engine_samples rows.
+type sampleBlocks struct {
+	gpu *blockEncoder[normalize.Sample]
+	eng *blockEncoder[engineIn]
+}
+
+func newSampleBlocks() *sampleBlocks {
+	return &sampleBlocks{gpu: newBlockEncoder(gpuSampleCols), eng: newBlockEncoder(engineSampleCols)}
+}
+
+func (b *sampleBlocks) reset() {
+	b.gpu.reset()
+	b.eng.reset()
 }
 
 // sampleRows decodes one metric record into sb's rows.
@@ -158,7 +189,7 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 	for i := range b.Samples {
 		s := &b.Samples[i]
 		if s.Family == normalize.FamilyGPU {
-			sb.gpuRows = append(sb.gpuRows, st.gpu.gpuSample(s))
+			sb.blocks.gpu.add(s)
 			sb.gpuFrom = append(sb.gpuFrom, from)
 			continue
 		}
@@ -168,7 +199,8 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 				delta, rate = d, r
 			}
 		}
-		sb.engRows = append(sb.engRows, st.eng.engineSample(s, delta, rate))
+		st.eng = engineIn{Sample: s, delta: delta, rate: rate}
+		sb.blocks.eng.add(&st.eng)
 		sb.engFrom = append(sb.engFrom, from)
 	}
 }
@@ -178,21 +210,22 @@ func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBoun
 // error is ctx's end. The two tables are written concurrently, each in
 // blocks of at most Config.BatchRows rows.
 func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sampleBatch) error {
+	gpuRows, engRows := sb.blocks.gpu.block(), sb.blocks.eng.block()
 	var gpuRefused []refusal
 	var gpuErr error
 	gpuDone := make(chan struct{})
 	go func() {
 		defer close(gpuDone)
-		gpuRefused, gpuErr = p.insertBlocks(ctx, gpuSamplesTable, sb.gpuRows)
+		gpuRefused, gpuErr = p.insertBlocks(ctx, gpuSamplesTable, gpuRows)
 	}()
-	engRefused, engErr := p.insertBlocks(ctx, engineSamplesTable, sb.engRows)
+	engRefused, engErr := p.insertBlocks(ctx, engineSamplesTable, engRows)
 	<-gpuDone
 	if err := cmp.Or(gpuErr, engErr); err != nil {
 		return err
 	}
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, sb.gpuRows, sb.gpuFrom, gpuRefused)
-	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, sb.engRows, sb.engFrom, engRefused)
-	written := len(sb.gpuRows) - len(gpuRefused) + len(sb.engRows) - len(engRefused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", gpuSamplesTable, gpuRows, sb.gpuFrom, gpuRefused)
+	p.refuse(&sb.rejRows, &sb.dlqRecs, "metrics", engineSamplesTable, engRows, sb.engFrom, engRefused)
+	written := gpuRows.Len() - len(gpuRefused) + engRows.Len() - len(engRefused)
 	if err := p.writeDeadLetters(ctx, dlq, sb.dlqRecs); err != nil {
 		return err
 	}
@@ -205,10 +238,10 @@ func (p *Pipeline) writeSamples(ctx context.Context, dlq *kafkax.Producer, sb sa
 
 // insertBlocks is insertRows in blocks of at most Config.BatchRows rows,
 // in order; the refusals index rows.
-func (p *Pipeline) insertBlocks(ctx context.Context, t chstore.Table, rows [][]any) ([]refusal, error) {
+func (p *Pipeline) insertBlocks(ctx context.Context, t chstore.Table, rows chstore.Block) ([]refusal, error) {
 	var all []refusal
-	for base := 0; base < len(rows); base += p.cfg.BatchRows {
-		refused, err := p.insertRows(ctx, t, rows[base:min(base+p.cfg.BatchRows, len(rows))])
+	for base := 0; base < rows.Len(); base += p.cfg.BatchRows {
+		refused, err := p.insertRows(ctx, t, rows.Slice(base, min(base+p.cfg.BatchRows, rows.Len())))
 		if err != nil {
 			return nil, err
 		}

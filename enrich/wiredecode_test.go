@@ -46,7 +46,7 @@ func TestSpanDecodeRows(t *testing.T) {
 		}
 		defer j.Close()
 		j.AddSamples(append([]normalize.Sample(nil), samples...))
-		re, se := newRowEncoder(requestsTable), newRowEncoder(stallsTable)
+		re, se := newBlockEncoder(requestCols), newBlockEncoder(stallCols)
 		for k, rec := range recs {
 			b, err := decode(rec.Value)
 			if err != nil {
@@ -54,13 +54,14 @@ func TestSpanDecodeRows(t *testing.T) {
 			}
 			j.AddSpans(&b, join.Ref{Offset: int64(k)})
 		}
-		for _, o := range j.Emit(true) {
-			reqs = append(reqs, re.request(&o.Row, now))
-			for k := range o.Stalls {
-				stalls = append(stalls, se.stall(&o.Stalls[k]))
+		outs := j.Emit(true)
+		for i := range outs {
+			re.add(&requestIn{Row: &outs[i].Row, enrichedAt: now})
+			for k := range outs[i].Stalls {
+				se.add(&outs[i].Stalls[k])
 			}
 		}
-		return reqs, stalls
+		return re.block().Rows(), se.block().Rows()
 	}
 	wantReqs, wantStalls := rows(func(b []byte) (normalize.Batch, error) {
 		td, err := normalize.DecodeTraces(b, normalize.EncodingProto)

@@ -32,7 +32,7 @@ type origin struct {
 
 // refusal is a row ClickHouse refused for good.
 type refusal struct {
-	index int // into the rows given to insertRows
+	index int // into the block given to insertRows
 	err   error
 }
 
@@ -67,15 +67,15 @@ func (p *Pipeline) retry(ctx context.Context, what string, retriable func(error)
 // the row the client could not encode, else by halving the block until each
 // part goes in or is a single row — which also splits a block that spans
 // too many partitions into blocks that do not.
-func (p *Pipeline) insertRows(ctx context.Context, t chstore.Table, rows [][]any) ([]refusal, error) {
+func (p *Pipeline) insertRows(ctx context.Context, t chstore.Table, rows chstore.Block) ([]refusal, error) {
 	var out []refusal
 	err := p.insertRange(ctx, t, rows, 0, &out)
 	return out, err
 }
 
-func (p *Pipeline) insertRange(ctx context.Context, t chstore.Table, rows [][]any, base int, out *[]refusal) error {
-	for len(rows) > 0 {
-		err := p.retry(ctx, "insert into "+t.Name, chstore.IsRetriable, func(c context.Context) error { return p.store.Insert(c, t, rows) })
+func (p *Pipeline) insertRange(ctx context.Context, t chstore.Table, rows chstore.Block, base int, out *[]refusal) error {
+	for rows.Len() > 0 {
+		err := p.retry(ctx, "insert into "+t.Name, chstore.IsRetriable, func(c context.Context) error { return p.store.InsertBlock(c, t, rows) })
 		if err == nil {
 			return nil
 		}
@@ -85,26 +85,26 @@ func (p *Pipeline) insertRange(ctx context.Context, t chstore.Table, rows [][]an
 		var ie *chstore.InsertError
 		errors.As(err, &ie)
 		switch {
-		case ie != nil && ie.Stage == chstore.StageAppend && ie.Row < len(rows):
+		case ie != nil && ie.Stage == chstore.StageAppend && ie.Row < rows.Len():
 			// The rows before it were encoded: only the server may still
 			// refuse them.
 			bad := ie.Row
-			if werr := p.insertRange(ctx, t, rows[:bad], base, out); werr != nil {
+			if werr := p.insertRange(ctx, t, rows.Slice(0, bad), base, out); werr != nil {
 				return werr
 			}
 			*out = append(*out, refusal{index: base + bad, err: err})
-			rows, base = rows[bad+1:], base+bad+1
-		case len(rows) == 1 || ie != nil && ie.Stage == chstore.StagePrepare:
-			for i := range rows {
+			rows, base = rows.Slice(bad+1, rows.Len()), base+bad+1
+		case rows.Len() == 1 || ie != nil && ie.Stage == chstore.StagePrepare:
+			for i := range rows.Len() {
 				*out = append(*out, refusal{index: base + i, err: err})
 			}
 			return nil
 		default:
-			half := len(rows) / 2
-			if werr := p.insertRange(ctx, t, rows[:half], base, out); werr != nil {
+			half := rows.Len() / 2
+			if werr := p.insertRange(ctx, t, rows.Slice(0, half), base, out); werr != nil {
 				return werr
 			}
-			rows, base = rows[half:], base+half
+			rows, base = rows.Slice(half, rows.Len()), base+half
 		}
 	}
 	return nil
@@ -113,17 +113,17 @@ func (p *Pipeline) insertRange(ctx context.Context, t chstore.Table, rows [][]an
 // refuse records rows ClickHouse refused: a rejected_input row (reason
 // "insert") and a dead letter carrying the row as JSON, each naming the
 // Kafka record the row came from.
-func (p *Pipeline) refuse(rejects *[][]any, dlq *[]kafkax.Record, signal string, t chstore.Table, rows [][]any, from []origin, refused []refusal) {
+func (p *Pipeline) refuse(rejects *[][]any, dlq *[]kafkax.Record, signal string, t chstore.Table, rows chstore.Block, from []origin, refused []refusal) {
 	for _, r := range refused {
 		o := from[r.index]
-		m := kafka.Message{Topic: o.topic, Partition: o.partition, Offset: o.offset, Value: rowJSON(t, rows[r.index])}
+		m := kafka.Message{Topic: o.topic, Partition: o.partition, Offset: o.offset, Value: rowJSON(t, rows.Row(r.index))}
 		detail := t.Name + ": " + r.err.Error()
 		*rejects = append(*rejects, p.rejectRow(signal, "insert", detail, m))
 		*dlq = append(*dlq, p.deadLetter(m, "insert", detail, kafka.Header{Key: "tailcause.table", Value: []byte(t.Name)}))
 	}
 	p.C.InsertFailures.Add(int64(len(refused)))
 	if len(refused) > 0 {
-		p.log.Warn("ClickHouse refused rows: sent to rejected_input and the dead-letter topic", "table", t.Name, "rows", len(refused), "of", len(rows), "err", refused[0].err)
+		p.log.Warn("ClickHouse refused rows: sent to rejected_input and the dead-letter topic", "table", t.Name, "rows", len(refused), "of", rows.Len(), "err", refused[0].err)
 	}
 }
 
@@ -265,7 +265,11 @@ func (p *Pipeline) writeDeadLetters(ctx context.Context, dlq *kafkax.Producer, r
 // put them (a record that was dead-lettered is still in the dead-letter
 // topic). The only error is ctx's end.
 func (p *Pipeline) writeRejects(ctx context.Context, rows [][]any) error {
-	refused, err := p.insertRows(ctx, rejectedTable, rows)
+	b, err := chstore.RowBlock(len(rejectedTable.Columns), rows)
+	if err != nil {
+		return fmt.Errorf("rejected_input rows: %w", err) // rejectRow's rows are of the table's width
+	}
+	refused, err := p.insertRows(ctx, rejectedTable, b)
 	if err != nil {
 		return err
 	}

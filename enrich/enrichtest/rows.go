@@ -29,12 +29,12 @@ type Column struct {
 }
 
 // Rows is an in-memory enrich.RowWriter. Create declares its tables; an
-// Insert is all or nothing, and fails with the *chstore.InsertError the
-// real store returns: StagePrepare for an unknown table or column (every
-// row alike), StageAppend for the first row of the wrong width or with a
-// value of the wrong type, StageSend when a table's check refuses a row of
-// the block (as a CHECK constraint refuses the block). It is safe for
-// concurrent use.
+// InsertBlock is all or nothing, and fails with the *chstore.InsertError
+// the real store returns: StagePrepare for an unknown table or column, or
+// a block that does not fit the table (every row alike), StageAppend for
+// the first row with a value of the wrong type, StageSend when a table's
+// check refuses a row of the block (as a CHECK constraint refuses the
+// block). It is safe for concurrent use.
 type Rows struct {
 	mu     sync.Mutex
 	tables map[string]*table
@@ -57,11 +57,21 @@ func (w *Rows) Create(name string, cols []Column, check func(row map[string]any)
 	w.tables[name] = &table{cols: slices.Clone(cols), check: check}
 }
 
-// Insert writes rows (values in t.Columns order) or none.
-func (w *Rows) Insert(_ context.Context, t chstore.Table, rows [][]any) error {
-	if len(rows) == 0 {
+// InsertBlock writes the block's rows (columns in t.Columns order) or
+// none; as the store, it writes nothing for a block without columns or
+// rows.
+func (w *Rows) InsertBlock(_ context.Context, t chstore.Table, b chstore.Block) error {
+	n := b.Len()
+	if len(b) == 0 {
 		return nil
 	}
+	if err := b.CheckShape(t); err != nil {
+		return &chstore.InsertError{Table: t.Name, Stage: chstore.StagePrepare, Rows: n, Err: err}
+	}
+	if n == 0 {
+		return nil
+	}
+	rows := b.Rows()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tb, ok := w.tables[t.Name]
@@ -80,10 +90,6 @@ func (w *Rows) Insert(_ context.Context, t chstore.Table, rows [][]any) error {
 	}
 	block := make([]map[string]any, len(rows))
 	for i, r := range rows {
-		if len(r) != len(t.Columns) {
-			return &chstore.InsertError{Table: t.Name, Stage: chstore.StageAppend, Row: i, Rows: len(rows),
-				Err: fmt.Errorf("%d values for %d columns", len(r), len(t.Columns))}
-		}
 		m := make(map[string]any, len(r))
 		for j, v := range r {
 			if reflect.TypeOf(v) != types[j] {

@@ -194,6 +194,10 @@ type MetricsDecoder struct {
 	wm           wireMetrics
 }
 
+// maxPresized bounds the capacity a new Samples array starts with (~700
+// kB of samples; see wireMetrics.presize).
+const maxPresized = 4096
+
 // wireMetrics is the fast path's state.
 type wireMetrics struct {
 	n      metricNormalizer
@@ -202,6 +206,10 @@ type wireMetrics struct {
 	attrs  []wireKV // per point
 	// samples, when not nil, is the array to decode into.
 	samples []Sample
+	// presize is the previous record's sample count: a new Samples array
+	// starts at that capacity (the records of one fleet are alike) rather
+	// than growing metric by metric.
+	presize int
 }
 
 // Record normalizes one Kafka record value holding an
@@ -221,6 +229,7 @@ func (d *MetricsDecoder) Record(b []byte, enc Encoding) (Batch, error) {
 			d.wm.samples = out.Samples
 		}
 		if ok {
+			d.wm.presize = min(len(out.Samples), maxPresized)
 			return out, nil
 		}
 	}
@@ -464,7 +473,11 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 	shape.name = wm.in.str(name)
 	spec, useStart, use := wm.n.start(shape)
 	if use {
-		wm.n.out.Samples = slices.Grow(wm.n.out.Samples, shape.points)
+		if wm.n.out.Samples == nil && shape.points > 0 && wm.presize > shape.points {
+			wm.n.out.Samples = make([]Sample, 0, wm.presize)
+		} else {
+			wm.n.out.Samples = slices.Grow(wm.n.out.Samples, shape.points)
+		}
 	}
 	firstSample := len(wm.n.out.Samples)
 	p := 0

@@ -503,8 +503,10 @@ const expiredWarnEvery = time.Minute
 // noteExpired counts the rows of an insert that are older than the table's
 // TTL — ClickHouse deletes them in the TTL merge that follows the insert
 // within moments, so a replay of data older than the TTL would otherwise
-// vanish without a word — and warns.
-func (s *Store) noteExpired(ctx context.Context, t Table, rows [][]any) {
+// vanish without a word — and warns. n is the insert's row count; column
+// gives the reader of a column's values (ok false for a value that is not a
+// time.Time).
+func (s *Store) noteExpired(ctx context.Context, t Table, n int, column func(col int) func(i int) (time.Time, bool)) {
 	ttl, err := s.TableTTL(ctx, t.Name)
 	if err != nil || ttl.Keep == 0 {
 		return
@@ -521,24 +523,25 @@ func (s *Store) noteExpired(ctx context.Context, t Table, rows [][]any) {
 	}
 	now := time.Now()
 	cutoff := now.Add(-ttl.Keep)
-	var n int64
+	var expired int64
 	var oldest time.Time
-	for _, r := range rows {
-		ts, ok := r[col].(time.Time)
+	at := column(col)
+	for i := range n {
+		ts, ok := at(i)
 		if !ok || !ts.Before(cutoff) {
 			continue
 		}
-		n++
+		expired++
 		if oldest.IsZero() || ts.Before(oldest) {
 			oldest = ts
 		}
 	}
-	if n == 0 {
+	if expired == 0 {
 		return
 	}
-	s.expiredRows.Add(n)
+	s.expiredRows.Add(expired)
 	s.mu.Lock()
-	s.unwarned[t.Name] += n
+	s.unwarned[t.Name] += expired
 	pending := s.unwarned[t.Name]
 	warn := now.Sub(s.warned[t.Name]) >= expiredWarnEvery
 	if warn {
@@ -614,7 +617,9 @@ func (s *Store) Insert(ctx context.Context, t Table, rows [][]any) error {
 	if err := b.Send(); err != nil {
 		return &InsertError{Table: t.Name, Stage: StageSend, Rows: len(rows), Err: err}
 	}
-	s.noteExpired(ctx, t, rows)
+	s.noteExpired(ctx, t, len(rows), func(col int) func(int) (time.Time, bool) {
+		return func(i int) (time.Time, bool) { v, ok := rows[i][col].(time.Time); return v, ok }
+	})
 	return nil
 }
 
@@ -694,7 +699,8 @@ const codeTooManyParts = 252
 
 // IsRetriable reports whether an error from the store is worth retrying
 // with the same data: connection failures, timeouts and the exceptions of
-// retriableCodes are; a row the client cannot encode (StageAppend) and every
+// retriableCodes are; a row the client cannot encode (StageAppend), a block
+// that does not fit its table (ErrBlockShape) and every
 // other server exception (schema, type, constraint, too many partitions in
 // one insert) are not. An error that is neither a server exception nor an
 // encoding error is taken as a connection failure (retriable).
@@ -703,7 +709,7 @@ func IsRetriable(err error) bool {
 		return false
 	}
 	var ie *InsertError
-	if errors.As(err, &ie) && ie.Stage == StageAppend {
+	if errors.As(err, &ie) && ie.Stage == StageAppend || errors.Is(err, ErrBlockShape) {
 		return false
 	}
 	var ex *clickhouse.Exception
