@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/causaltest"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -18,7 +19,7 @@ type tlog struct{ t *testing.T }
 
 func (w tlog) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
 
-var synthStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+var synthStart = causaltest.Start
 
 // analyzeScenario inserts the scenario's rows into a fresh database and
 // analyzes req.
