@@ -11,7 +11,6 @@ import (
 
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/stats"
-	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -52,25 +51,6 @@ func TestIncidentIDStable(t *testing.T) {
 	}
 	if got := EntityString(Entity{GPU: "g", Host: "h", Model: "m"}); got != "host=h,gpu=g,model=m" {
 		t.Errorf("EntityString = %q", got)
-	}
-}
-
-func TestTopChanged(t *testing.T) {
-	c := func(cause Cause, gpu string) Culprit { return Culprit{Cause: cause, Entity: Entity{GPU: gpu}} }
-	in := func(cs ...Culprit) Incident { return Incident{Culprits: cs} }
-	for _, tc := range []struct {
-		old, cur Incident
-		want     bool
-	}{
-		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(c(schemas.CauseKVPreemption, "")), in(), false},
-	} {
-		if got := topChanged(tc.old, tc.cur); got != tc.want {
-			t.Errorf("topChanged(%v, %v) = %v", TopCulprit(tc.old), TopCulprit(tc.cur), got)
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ var (
 	insertSynth      = causaltest.Insert
 	insertGPUSamples = causaltest.InsertGPUSamples
 	sweepFleet       = causaltest.Fleet
+	firstDiff        = causaltest.FirstDiff
 	hostName         = causaltest.HostName
 	gpuName          = causaltest.GPUName
 	podName          = causaltest.PodName

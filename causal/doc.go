@@ -32,8 +32,12 @@
 //     Incident — baseline resolution, breach detection, the two passes per
 //     candidate cause, localization to the engine or GPU that carries a
 //     mechanism, health, evidence, exemplars, entity.degraded, ranking;
-//   - incident persistence (incidents.go) and the scheduled mode's
-//     lifecycle: open, update on a new top culprit, resolve (lifecycle.go).
+//   - what the scheduled mode asks of the requests table: the scopes seen,
+//     and a scope's requests and newest end to size its window (scopes.go).
+//
+// Incident persistence and the scheduled mode's lifecycle (open, update on
+// a new top culprit, resolve) are package causal/incident, which imports
+// this one; this one does not import it.
 //
 // Heavy aggregation happens in ClickHouse; functions here take small
 // aggregated inputs (sufficient statistics, meats, samples of the slowest

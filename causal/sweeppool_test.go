@@ -163,16 +163,6 @@ func sameJSON(a, b string, tol float64) string {
 	return walk("", x, y)
 }
 
-// firstDiff shows where two documents first differ.
-func firstDiff(a, b string) string {
-	i := 0
-	for i < len(a) && i < len(b) && a[i] == b[i] {
-		i++
-	}
-	from := max(0, i-300)
-	return fmt.Sprintf("sequential: …%s…\nparallel:   …%s…", a[from:min(len(a), i+300)], b[from:min(len(b), i+300)])
-}
-
 // A copy whose rows differ from the sweep's snapshot (here: a checksum
 // that cannot match) leaves its worker out; the jobs all run on the
 // sweep's own session.

@@ -1,6 +1,9 @@
 package causaltest
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Start is the first instant of the tests' scenarios.
 var Start = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
@@ -22,4 +25,15 @@ func Fleet() []Scenario {
 		f[i].Start, f[i].Duration, f[i].FaultFrom = Start, time.Hour, 30*time.Minute
 	}
 	return f
+}
+
+// FirstDiff shows where two documents, a sequential run's and a
+// parallel one's, first differ.
+func FirstDiff(a, b string) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(0, i-300)
+	return fmt.Sprintf("sequential: …%s…\nparallel:   …%s…", a[from:min(len(a), i+300)], b[from:min(len(b), i+300)])
 }
