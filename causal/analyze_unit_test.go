@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 )
 
@@ -97,9 +98,9 @@ func TestQuantileMapping(t *testing.T) {
 func TestAssembleFactors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	levels := []string{"a", "b", "c"}
-	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
-		Factors: []Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
-	groups := map[string]*GroupRow{}
+	d := sqlgen.Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
+		Factors: []sqlgen.Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
+	groups := map[string]*sqlgen.GroupRow{}
 	want := stats.NewSuffStats(4, nil)
 	var wsum float64
 	for i := 0; i < 500; i++ {
@@ -114,7 +115,7 @@ func TestAssembleFactors(t *testing.T) {
 		wsum += x
 		gr := groups[levels[g]]
 		if gr == nil {
-			gr = &GroupRow{Labels: []string{levels[g]}, Values: make([]float64, len(d.SuffStatsColumns()))}
+			gr = &sqlgen.GroupRow{Labels: []string{levels[g]}, Values: make([]float64, len(d.SuffStatsColumns()))}
 			groups[levels[g]] = gr
 		}
 		v := gr.Values
@@ -123,7 +124,7 @@ func TestAssembleFactors(t *testing.T) {
 			v[k] += add
 		}
 	}
-	var rows []GroupRow
+	var rows []sqlgen.GroupRow
 	for _, l := range levels {
 		rows = append(rows, *groups[l])
 	}
