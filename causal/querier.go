@@ -93,7 +93,7 @@ func QueryRows(ctx context.Context, db Querier, what, q string, scan func(Rows) 
 	return queryRows(ctx, db, what, q, scan)
 }
 
-// queryRows is QueryRows.
+// queryRows is QueryRows, under the name the analyzer calls it by.
 func queryRows(ctx context.Context, db Querier, what, q string, scan func(Rows) error) error {
 	rows, err := db.Query(ctx, q)
 	if err != nil {
