@@ -10,8 +10,8 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
-	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -52,25 +52,6 @@ func TestIncidentIDStable(t *testing.T) {
 	}
 	if got := EntityString(Entity{GPU: "g", Host: "h", Model: "m"}); got != "host=h,gpu=g,model=m" {
 		t.Errorf("EntityString = %q", got)
-	}
-}
-
-func TestTopChanged(t *testing.T) {
-	c := func(cause Cause, gpu string) Culprit { return Culprit{Cause: cause, Entity: Entity{GPU: gpu}} }
-	in := func(cs ...Culprit) Incident { return Incident{Culprits: cs} }
-	for _, tc := range []struct {
-		old, cur Incident
-		want     bool
-	}{
-		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(c(schemas.CauseKVPreemption, "")), in(), false},
-	} {
-		if got := topChanged(tc.old, tc.cur); got != tc.want {
-			t.Errorf("topChanged(%v, %v) = %v", TopCulprit(tc.old), TopCulprit(tc.cur), got)
-		}
 	}
 }
 
@@ -117,9 +98,9 @@ func TestQuantileMapping(t *testing.T) {
 func TestAssembleFactors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	levels := []string{"a", "b", "c"}
-	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
-		Factors: []Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
-	groups := map[string]*GroupRow{}
+	d := sqlgen.Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y"}, Sums: []string{"w"},
+		Factors: []sqlgen.Factor{{Name: "g", Expr: "g", Levels: levels[1:]}}}
+	groups := map[string]*sqlgen.GroupRow{}
 	want := stats.NewSuffStats(4, nil)
 	var wsum float64
 	for i := 0; i < 500; i++ {
@@ -134,7 +115,7 @@ func TestAssembleFactors(t *testing.T) {
 		wsum += x
 		gr := groups[levels[g]]
 		if gr == nil {
-			gr = &GroupRow{Labels: []string{levels[g]}, Values: make([]float64, len(d.SuffStatsColumns()))}
+			gr = &sqlgen.GroupRow{Labels: []string{levels[g]}, Values: make([]float64, len(d.SuffStatsColumns()))}
 			groups[levels[g]] = gr
 		}
 		v := gr.Values
@@ -143,7 +124,7 @@ func TestAssembleFactors(t *testing.T) {
 			v[k] += add
 		}
 	}
-	var rows []GroupRow
+	var rows []sqlgen.GroupRow
 	for _, l := range levels {
 		rows = append(rows, *groups[l])
 	}

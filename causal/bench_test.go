@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkMeatSQL(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r := Regression{Table: "requests", Outcome: "log(e2e_ms)"}
+		r := sqlgen.Regression{Table: "requests", Outcome: "log(e2e_ms)"}
 		for j := 0; j < p; j++ {
 			r.Regressors = append(r.Regressors, fmt.Sprintf("col_%d", j))
 		}

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/gonum/floats"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 )
 
@@ -216,9 +217,9 @@ func (r *run) goFitsOn() bool {
 
 // goDesign is a Design compiled against the frame.
 type goDesign struct {
-	d       Design
+	d       sqlgen.Design
 	conds   []*colTerm // the conjuncts of Where beyond the frame's base
-	cols    []*colTerm // regressors, outcomes, sums (the order of rowsSQL's finite check)
+	cols    []*colTerm // regressors, outcomes, sums (the order of sqlgen's rowsSQL finite check)
 	c, k, m int
 	factors []*labelCol
 	stride  []int // group key = Σ code_f · stride_f
@@ -229,7 +230,7 @@ type goDesign struct {
 
 // compileDesign compiles d for the Go passes, reading the atoms the frame
 // lacks; errNoGoFit when d reads other rows than the frame's.
-func (r *run) compileDesign(d Design) (*goDesign, error) {
+func (r *run) compileDesign(d sqlgen.Design) (*goDesign, error) {
 	if d.Table != snapshotTable {
 		return nil, fmt.Errorf("%w: table %s", errNoGoFit, d.Table)
 	}
@@ -1053,7 +1054,7 @@ func (b *block) fill(f *colFrame, g *goDesign, ci, lo, n int) int {
 		}
 	}
 	b.put(tmp)
-	// The rows' sum must be finite, as rowsSQL's isFinite(x0 + x1 + …).
+	// The rows' sum must be finite, as sqlgen's rowsSQL: isFinite(x0 + x1 + …).
 	acc := b.acc[:n]
 	for j, t := range g.cols {
 		col := b.term(t, b.own[j][:n])
@@ -1131,7 +1132,7 @@ func (f *colFrame) parallel(work func(w int, ci int)) {
 // column are its own; the cross products xx, xy and yy, which
 // AssembleSuffStats only adds over the groups, are summed over all rows
 // and carried by the first group.
-func (f *colFrame) suffStats(g *goDesign) []GroupRow {
+func (f *colFrame) suffStats(g *goDesign) []sqlgen.GroupRow {
 	nv := len(g.d.SuffStatsColumns())
 	q := g.c + g.k // the Gram matrix of the regressors and outcomes
 	type acc struct {
@@ -1263,7 +1264,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 		}
 	}
 	slices.Sort(keys)
-	out := make([]GroupRow, 0, len(keys))
+	out := make([]sqlgen.GroupRow, 0, len(keys))
 	for i, key := range keys {
 		s := merged[key]
 		v := make([]float64, nv)
@@ -1299,7 +1300,7 @@ func (f *colFrame) suffStats(g *goDesign) []GroupRow {
 			v[at] = s[1+g.c+g.k+m]
 			at++
 		}
-		out = append(out, GroupRow{Labels: g.labelsOf(key), Values: v})
+		out = append(out, sqlgen.GroupRow{Labels: g.labelsOf(key), Values: v})
 	}
 	return out
 }
@@ -1535,7 +1536,7 @@ func (f *colFrame) meats(g *goDesign, fits []*stats.OLS, coef int) []float64 {
 
 // passSuffStats runs the first pass of d: in Go from the frame, or in SQL
 // (Config.SQLFits, direct reads, or a design the frame cannot serve).
-func (r *run) passSuffStats(what string, d Design) ([]GroupRow, error) {
+func (r *run) passSuffStats(what string, d sqlgen.Design) ([]sqlgen.GroupRow, error) {
 	if r.goFitsOn() {
 		g, err := r.goDesign(d)
 		if err == nil {
@@ -1559,7 +1560,7 @@ func (r *run) passSuffStats(what string, d Design) ([]GroupRow, error) {
 
 // passMeats runs the second pass of d (the fits of its outcomes), where
 // the first ran.
-func (r *run) passMeats(what string, d Design, fits []*stats.OLS, coef int) ([]float64, error) {
+func (r *run) passMeats(what string, d sqlgen.Design, fits []*stats.OLS, coef int) ([]float64, error) {
 	if r.goFitsOn() {
 		g, err := r.goDesign(d)
 		if err == nil {
@@ -1582,7 +1583,7 @@ func (r *run) passMeats(what string, d Design, fits []*stats.OLS, coef int) ([]f
 
 // goDesign compiles d once per run (the two passes, and a design refitted
 // with fewer columns, compile separately).
-func (r *run) goDesign(d Design) (*goDesign, error) {
+func (r *run) goDesign(d sqlgen.Design) (*goDesign, error) {
 	if r.gofit.err != nil {
 		return nil, r.gofit.err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 )
 
 func TestTermCompiler(t *testing.T) {
@@ -20,9 +21,9 @@ func TestTermCompiler(t *testing.T) {
 		want string // the term's shape
 	}{
 		{"1", "1"},
-		{Hinges("kv_usage_max", nil)[0], "[toFloat64(kv_usage_max)]"},
-		{Hinges("engine_prompt_tps / 1000", []float64{0.5})[1], "hinge([toFloat64(engine_prompt_tps / 1000)], 0.5)"},
-		{Hinges("x", []float64{-2.5})[1], "hinge([toFloat64(x)], (-2.5))"},
+		{sqlgen.Hinges("kv_usage_max", nil)[0], "[toFloat64(kv_usage_max)]"},
+		{sqlgen.Hinges("engine_prompt_tps / 1000", []float64{0.5})[1], "hinge([toFloat64(engine_prompt_tps / 1000)], 0.5)"},
+		{sqlgen.Hinges("x", []float64{-2.5})[1], "hinge([toFloat64(x)], (-2.5))"},
 		{n.Treatment(), "[toFloat64(kv_usage_max >= 0.9 OR preemptions_during > 0)]"},
 		{guard(n.Treatment()), "guard([toFloat64(kv_usage_max >= 0.9 OR preemptions_during > 0)])"},
 		{"toFloat64((start_ns >= 1 AND start_ns < 2)) * toFloat64(e2e_ms > 812.5)", "prod([toFloat64(start_ns >= 1 AND start_ns < 2)], [toFloat64(e2e_ms > 812.5)])"},
@@ -264,9 +265,9 @@ func BenchmarkGoFits(b *testing.B) {
 	f := benchFrame(n)
 	regs := []string{"1", "toFloat64(t)"}
 	for j := range 5 {
-		regs = append(regs, Hinges(fmt.Sprintf("x%d", j), []float64{-1, 0, 0.5, 1})...)
+		regs = append(regs, sqlgen.Hinges(fmt.Sprintf("x%d", j), []float64{-1, 0, 0.5, 1})...)
 	}
-	d := Design{Table: snapshotTable, Regressors: regs, Factors: []Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
+	d := sqlgen.Design{Table: snapshotTable, Regressors: regs, Factors: []sqlgen.Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
 		Outcomes: []string{"toFloat64(tail)", "toFloat64(lg)"}, Sums: []string{"toFloat64(w)", "toFloat64(w) * toFloat64(tail)", "toFloat64(w) * toFloat64(t)"}}
 	g := compiled(b, f, d)
 	fits, _ := fitsOf(b, f, g)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -17,7 +18,7 @@ import (
 // fitResult is a fitted design: both models, their targeted meats (of
 // coefficient 1, the treatment) and the extra sums.
 type fitResult struct {
-	design Design
+	design sqlgen.Design
 	fits   []*cstats.OLS
 	meats  []*cstats.Meats
 	sums   []float64
@@ -28,7 +29,7 @@ type fitResult struct {
 // with earlier ones, from the same statistics: no new pass), then the
 // targeted meats. A treatment without variation, or collinear with its
 // adjusters, is errSkip.
-func (r *run) fitDesign(d Design) (*fitResult, error) {
+func (r *run) fitDesign(d sqlgen.Design) (*fitResult, error) {
 	groups, err := r.passSuffStats("sufficient statistics", d)
 	if err != nil {
 		return nil, err
@@ -157,10 +158,10 @@ func subStats(s *cstats.SuffStats, keep []int) *cstats.SuffStats {
 // entity with at least MinEntityRows pooled rows, largest first, the
 // largest (the reference) left out, at most MaxEntities. exclude is left
 // out as well (the caller adds its own column).
-func (r *run) fixedEffects(n dag.Node, exclude ...string) (Factor, error) {
+func (r *run) fixedEffects(n dag.Node, exclude ...string) (sqlgen.Factor, error) {
 	set, ok := r.entitySet(n)
 	if !ok {
-		return Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
+		return sqlgen.Factor{}, fmt.Errorf("%w: placement node %q has no entity counts (only engine and gpu are supported)", errSkip, n.Name)
 	}
 	type kv struct {
 		key string
@@ -191,7 +192,7 @@ func (r *run) fixedEffects(n dag.Node, exclude ...string) (Factor, error) {
 		r.note("%s: %d entities, fixed effects kept for the %d largest", n.Name, len(ents)+1, r.cfg.MaxEntities)
 		ents = ents[:r.cfg.MaxEntities]
 	}
-	f := Factor{Name: n.Name, Expr: n.Expr}
+	f := sqlgen.Factor{Name: n.Name, Expr: n.Expr}
 	for _, e := range ents {
 		f.Levels = append(f.Levels, e.key)
 	}
@@ -212,7 +213,7 @@ func (r *run) entitySet(n dag.Node) (map[string]*entityStats, bool) {
 // entity) for placement nodes, the level and hinges at pooled quantiles
 // for continuous nodes. It also returns the finiteness conditions of the
 // rows.
-func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []Factor, finite []string, err error) {
+func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []sqlgen.Factor, finite []string, err error) {
 	for _, z := range adjust {
 		n, _ := r.a.dag.Node(z)
 		if n.Categorical {
@@ -229,7 +230,7 @@ func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []
 		if nq != nil && len(nq.pooled) == len(gridProbs) {
 			knots = nq.knots(r.cfg.KnotQuantiles)
 		}
-		h := Hinges(n.Expr, knots)
+		h := sqlgen.Hinges(n.Expr, knots)
 		regs = append(regs, h...)
 		names = append(names, z)
 		for _, k := range knots {
@@ -250,7 +251,7 @@ func (r *run) estimate(c *causeRun) error {
 		where += " AND " + f
 	}
 	w := r.inWin01()
-	d := Design{
+	d := sqlgen.Design{
 		Table:      r.table(),
 		Where:      where,
 		Regressors: append([]string{"1", c.treatment}, regs...),
@@ -410,9 +411,9 @@ func (r *run) examineDegraded() error {
 		adjusted = append(adjusted, mechNames...)
 		c.cand.AdjustedFor = adjusted
 		w := r.inWin01()
-		d := Design{
+		d := sqlgen.Design{
 			Table: r.table(), Where: r.pooledWhere(),
-			Regressors: regs, Names: names, Factors: []Factor{fe},
+			Regressors: regs, Names: names, Factors: []sqlgen.Factor{fe},
 			Outcomes: []string{r.tailExpr(), r.logExpr()},
 			Sums:     []string{w, w + " * " + r.tailExpr(), w + " * " + ind},
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
 )
 
@@ -91,7 +92,7 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 	x, y := "toFloat64("+upN.Expr+")", "toFloat64("+downN.Expr+")"
 	on := entityWhere(e)
 	where := r.pooledWhere() + " AND isFinite(" + x + ") AND isFinite(" + y + ")" + on
-	var factors []Factor
+	var factors []sqlgen.Factor
 	if on == "" {
 		// The whole scope: each engine's own level as a fixed effect (the
 		// rows of one entity need none).
@@ -99,10 +100,10 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 		if err != nil {
 			return share, mWin, mBase, err
 		}
-		factors = []Factor{fe}
+		factors = []sqlgen.Factor{fe}
 	}
 	w := r.inWin01()
-	d := Design{
+	d := sqlgen.Design{
 		Table: r.table(), Where: where,
 		Regressors: []string{"1", x, w}, Names: []string{"intercept", upNode, "window"},
 		Factors:  factors,

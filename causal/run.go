@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -193,10 +194,10 @@ func (r *run) floats(what, q string, n int) ([]float64, error) {
 }
 
 // groups runs a first pass: labels strings then n Float64 columns per row.
-func (r *run) groups(what, q string, labels, n int) ([]GroupRow, error) {
-	var out []GroupRow
+func (r *run) groups(what, q string, labels, n int) ([]sqlgen.GroupRow, error) {
+	var out []sqlgen.GroupRow
 	err := r.query(what, q, func(rows Rows) error {
-		g := GroupRow{Labels: make([]string, labels), Values: make([]float64, n)}
+		g := sqlgen.GroupRow{Labels: make([]string, labels), Values: make([]float64, n)}
 		dest := make([]any, 0, labels+n)
 		for i := range g.Labels {
 			dest = append(dest, &g.Labels[i])

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
@@ -165,7 +166,7 @@ func weightedFrame(n int) (weighted, dup *colFrame) {
 }
 
 // compiled is d compiled against f (as the Go passes see it).
-func compiled(t testing.TB, f *colFrame, d Design) *goDesign {
+func compiled(t testing.TB, f *colFrame, d sqlgen.Design) *goDesign {
 	t.Helper()
 	tc := termCompiler{labels: map[string]bool{"engine": true}}
 	g := &goDesign{d: d, c: len(d.Regressors), k: len(d.Outcomes), m: len(d.Sums)}
@@ -208,11 +209,11 @@ func TestWeightedPasses(t *testing.T) {
 	wf, dup := weightedFrame(20_000)
 	regs := []string{"1", "toFloat64(t)"}
 	for j := range 3 {
-		regs = append(regs, Hinges(fmt.Sprintf("x%d", j), []float64{-0.5, 0.5})...)
+		regs = append(regs, sqlgen.Hinges(fmt.Sprintf("x%d", j), []float64{-0.5, 0.5})...)
 	}
-	for _, d := range []Design{
+	for _, d := range []sqlgen.Design{
 		{Table: snapshotTable, Regressors: regs, Outcomes: []string{"toFloat64(tail)", "toFloat64(lg)"}, Sums: []string{"toFloat64(w)", "toFloat64(w) * toFloat64(tail)"}},
-		{Table: snapshotTable, Regressors: regs, Factors: []Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
+		{Table: snapshotTable, Regressors: regs, Factors: []sqlgen.Factor{{Name: "engine", Expr: "engine", Levels: []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"}}},
 			Outcomes: []string{"toFloat64(tail)", "toFloat64(lg)"}, Sums: []string{"toFloat64(w)", "toFloat64(w) * toFloat64(tail)"}},
 	} {
 		what := fmt.Sprintf("%d factors", len(d.Factors))

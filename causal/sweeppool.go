@@ -224,10 +224,10 @@ func (p *sweepPool) worker(ctx context.Context, c *sweepCopy) *Analyzer {
 // connection, and a copy of the snapshot.
 const MaxSweepParallel = 64
 
-// withSweepParallel returns a copy of a whose sweeps analyze n scopes at
-// once (Lifecycle.Round shares Config.SweepParallel among the sweeps it
-// runs at once).
-func (a *Analyzer) withSweepParallel(n int) *Analyzer {
+// WithSweepParallel returns a copy of a whose sweeps analyze n scopes at
+// once (incident.Lifecycle.Round shares Config.SweepParallel among the
+// sweeps it runs at once).
+func (a *Analyzer) WithSweepParallel(n int) *Analyzer {
 	c := *a
 	c.cfg.SweepParallel = n
 	return &c

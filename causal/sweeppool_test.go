@@ -11,25 +11,6 @@ import (
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
-// sweepFleet is the parallel-sweep tests' fleet: six models over one hour,
-// faults in the second half: a degraded engine among 16 (an entity
-// breach), a long-prompt shift (a scope breach), a KV fault on one engine
-// of eight, and three models without a fault.
-func sweepFleet() []synthScenario {
-	f := []synthScenario{
-		{Seed: 7, RatePerS: 20, Hosts: 4, GPUs: 4, Model: "a-degraded", Faults: []synthFault{{Kind: "degraded", Host: 2, GPU: 3, Factor: 3}}},
-		{Seed: 1, Model: "b-long-prompts", Service: "batch", Faults: []synthFault{{Kind: "long_prompts"}}},
-		{Seed: 3, Model: "c-kv", Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}}},
-		{Seed: 4, RatePerS: 8, Hosts: 2, Model: "d-quiet"},
-		{Seed: 5, RatePerS: 8, Hosts: 2, Model: "e-quiet"},
-		{Seed: 6, RatePerS: 3, Hosts: 1, Model: "f-small"},
-	}
-	for i := range f {
-		f[i].Start, f[i].Duration, f[i].FaultFrom = synthStart, time.Hour, 30*time.Minute
-	}
-	return f
-}
-
 // sweepDoc is everything a sweep answers, as JSON: the answer, every scope
 // analysis, the scopes, notes and the queries of each analysis and of the
 // sweep (without the statements that made the workers' copies), not
@@ -180,16 +161,6 @@ func sameJSON(a, b string, tol float64) string {
 		return ""
 	}
 	return walk("", x, y)
-}
-
-// firstDiff shows where two documents first differ.
-func firstDiff(a, b string) string {
-	i := 0
-	for i < len(a) && i < len(b) && a[i] == b[i] {
-		i++
-	}
-	from := max(0, i-300)
-	return fmt.Sprintf("sequential: …%s…\nparallel:   …%s…", a[from:min(len(a), i+300)], b[from:min(len(b), i+300)])
 }
 
 // A copy whose rows differ from the sweep's snapshot (here: a checksum

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/internal/obs"
 )
 
@@ -28,7 +29,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	slo.register(fs)
 	var of obsFlags
 	of.register(fs, e)
-	lcfg := causal.DefaultLifecycleConfig()
+	lcfg := incident.DefaultLifecycleConfig()
 	fs.DurationVar(&lcfg.Interval, "interval", lcfg.Interval, "time between evaluations")
 	fs.DurationVar(&lcfg.Window, "window", lcfg.Window, "longest window an evaluation analyzes")
 	fs.DurationVar(&lcfg.MinWindow, "min-window", lcfg.MinWindow, "shortest window an evaluation analyzes")
@@ -67,7 +68,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	lc, err := causal.NewLifecycle(an, db, lcfg)
+	lc, err := incident.NewLifecycle(an, db, lcfg)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 				where = in.Breach.Level + " " + causal.EntityString(in.Breach.Entity)
 			}
 			line := fmt.Sprintf("%-12s %s %s P%g %.0f ms (baseline %.0f ms)", orDefault(causal.ScopeString(in.SLO.Scope), "(all)"), where, in.Status, 100*in.SLO.Quantile, in.ObservedP99MS, in.BaselineP99MS)
-			if tr.Kind != causal.TransitionNone {
+			if tr.Kind != incident.TransitionNone {
 				line += fmt.Sprintf("  %s %s v%d", tr.Kind, tr.Record.Incident.IncidentID, tr.Record.Version)
 			}
 			if top := causal.TopCulprit(in); top != "" {
@@ -136,7 +137,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 // evaluation (breach check and attribution) takes, how many failed, the
 // incident transitions, the ClickHouse queries spent, and the incidents
 // open now.
-func causalCollectors(lc *causal.Lifecycle) []prometheus.Collector {
+func causalCollectors(lc *incident.Lifecycle) []prometheus.Collector {
 	dur := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tailcause_causal_evaluation_seconds",
 		Help:    "Wall time of one scope's evaluation: breach detection and, when breached, attribution (attribution latency).",
@@ -161,10 +162,10 @@ func causalCollectors(lc *causal.Lifecycle) []prometheus.Collector {
 	for _, r := range []string{"ok", "error"} {
 		evals.WithLabelValues(r)
 	}
-	for _, k := range []string{causal.TransitionOpen, causal.TransitionUpdate, causal.TransitionResolve} {
+	for _, k := range []string{incident.TransitionOpen, incident.TransitionUpdate, incident.TransitionResolve} {
 		trans.WithLabelValues(k)
 	}
-	lc.OnEvaluation(func(ev causal.Evaluation) {
+	lc.OnEvaluation(func(ev incident.Evaluation) {
 		dur.Observe(ev.Duration.Seconds())
 		if ev.Err != nil {
 			evals.WithLabelValues("error").Inc()
@@ -172,7 +173,7 @@ func causalCollectors(lc *causal.Lifecycle) []prometheus.Collector {
 		}
 		evals.WithLabelValues("ok").Inc()
 		for _, tr := range ev.Transitions {
-			if tr.Kind != causal.TransitionNone {
+			if tr.Kind != incident.TransitionNone {
 				trans.WithLabelValues(tr.Kind).Inc()
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/lab/eval"
 	"github.com/tailcause/tailcause/lab/faultlab"
@@ -110,7 +111,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	printCulprits(e.stdout, in)
 	fmt.Fprintln(e.stdout, verdict)
 	now := time.Now().UTC()
-	if err := causal.WriteIncident(ctx, causal.StoreDB(st), causal.IncidentRecord{Incident: in, Version: 1, State: causal.StateFiring, OpenedAt: now, UpdatedAt: now}); err != nil {
+	if err := incident.Write(ctx, causal.StoreDB(st), incident.Record{Incident: in, Version: 1, State: incident.StateFiring, OpenedAt: now, UpdatedAt: now}); err != nil {
 		return err
 	}
 	payload, err := json.Marshal(in)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/lab/eval"
 )
 
@@ -92,7 +92,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 		Log: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),
 	}
 	if *detInterval > 0 {
-		opts.DetectorConfig = causal.DefaultLifecycleConfig()
+		opts.DetectorConfig = incident.DefaultLifecycleConfig()
 		opts.DetectorConfig.Interval = *detInterval
 	}
 	fmt.Fprintf(e.stderr, "eval: %d seeds × %d questions, %v simulated each, %d at a time, ClickHouse %s\n", len(seeds), len(qs), *duration, *parallel, sf.addr)

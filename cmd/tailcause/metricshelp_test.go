@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/enrich"
 	"github.com/tailcause/tailcause/ingest"
 	"github.com/tailcause/tailcause/internal/kafkax"
@@ -50,7 +51,7 @@ func TestSelfMetricsHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := causal.NewLifecycle(an, causal.StoreDB(nil), causal.DefaultLifecycleConfig())
+	lc, err := incident.NewLifecycle(an, causal.StoreDB(nil), incident.DefaultLifecycleConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

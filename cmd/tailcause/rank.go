@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 )
 
 // scopeFlag collects --scope values: each is one or more k=v pairs,
@@ -225,17 +226,17 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 // incident (the id is derived from the scope and the breach start, so a
 // rank of an incident the scheduled mode opened continues it).
 func storeRanked(ctx context.Context, db causal.DB, in causal.Incident) error {
-	recs, err := causal.LoadIncidents(ctx, db, "")
+	recs, err := incident.Load(ctx, db, "")
 	if err != nil {
 		return err
 	}
-	rec := causal.IncidentRecord{Incident: in, Version: 1, State: causal.StateFiring, OpenedAt: time.Now(), UpdatedAt: time.Now()}
+	rec := incident.Record{Incident: in, Version: 1, State: incident.StateFiring, OpenedAt: time.Now(), UpdatedAt: time.Now()}
 	for _, r := range recs {
 		if r.Incident.IncidentID == in.IncidentID {
 			rec.Version, rec.State, rec.OpenedAt, rec.ResolvedAt = r.Version+1, r.State, r.OpenedAt, r.ResolvedAt
 		}
 	}
-	return causal.WriteIncident(ctx, db, rec)
+	return incident.Write(ctx, db, rec)
 }
 
 func writeJSON(w io.Writer, in any) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/lab/faultlab"
 )
@@ -74,13 +75,13 @@ type Options struct {
 	Questions []Question
 	// Parallel runs at once (2), each with its own database and broker.
 	Parallel int
-	// Detector also replays the scheduled detector (causal.Lifecycle) over
+	// Detector also replays the scheduled detector (incident.Lifecycle) over
 	// the data of each healthy-before run, in simulated time, and scores the
 	// first incident it opened.
 	Detector bool
 	// DetectorConfig is the replayed detector's configuration (zero:
-	// causal.DefaultLifecycleConfig).
-	DetectorConfig causal.LifecycleConfig
+	// incident.DefaultLifecycleConfig).
+	DetectorConfig incident.LifecycleConfig
 	// MinEffect is the least P99 ratio (during the fault over before it,
 	// on the fault's own engines) a drawn fault must reach; weaker draws
 	// are strengthened by faultlab.Screen (1.3).
@@ -105,8 +106,8 @@ func (o Options) resolved() Options {
 	if o.Parallel < 1 {
 		o.Parallel = 2
 	}
-	if o.DetectorConfig == (causal.LifecycleConfig{}) {
-		o.DetectorConfig = causal.DefaultLifecycleConfig()
+	if o.DetectorConfig == (incident.LifecycleConfig{}) {
+		o.DetectorConfig = incident.DefaultLifecycleConfig()
 	}
 	if o.MinEffect == 0 {
 		o.MinEffect = 1.3
@@ -485,9 +486,9 @@ func compareRankings(ctx context.Context, an *causal.Analyzer, a *causal.Analysi
 // the lag) of data exists to the end of the run plus the lag, scopes
 // discovered as `tailcause causal` discovers them (one per model seen in the
 // newest window), incidents written to the run's database.
-func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, table string, cfg causal.LifecycleConfig, truth *faultlab.Truth, window causal.Interval, scorer *Scorer) (*DetectorRun, error) {
+func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, table string, cfg incident.LifecycleConfig, truth *faultlab.Truth, window causal.Interval, scorer *Scorer) (*DetectorRun, error) {
 	t0 := time.Now()
-	lc, err := causal.NewLifecycle(an, db, cfg)
+	lc, err := incident.NewLifecycle(an, db, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -508,7 +509,7 @@ func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, tabl
 		}
 		return out, nil
 	}
-	lc.OnEvaluation(func(ev causal.Evaluation) {
+	lc.OnEvaluation(func(ev incident.Evaluation) {
 		d.Evaluations++
 		if ev.Err != nil {
 			d.Errors++
@@ -522,7 +523,7 @@ func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, tabl
 			return nil, err
 		}
 		for _, tr := range lc.Round(ctx, slos, now) {
-			if tr.Kind != causal.TransitionOpen {
+			if tr.Kind != incident.TransitionOpen {
 				continue
 			}
 			in := tr.Record.Incident

@@ -1,4 +1,4 @@
-package causal
+package sqlgen_test
 
 import (
 	"context"
@@ -9,46 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"gonum.org/v1/gonum/mat"
 )
 
-func TestSumSQLDepth(t *testing.T) {
-	terms := make([]string, 2000)
-	for i := range terms {
-		terms[i] = fmt.Sprintf("t%d", i)
-	}
-	s := sumSQL(terms)
-	depth, maxDepth := 0, 0
-	for _, c := range s {
-		switch c {
-		case '(':
-			depth++
-			maxDepth = max(maxDepth, depth)
-		case ')':
-			depth--
-		}
-	}
-	if maxDepth > 8 {
-		t.Errorf("nesting depth %d for 2000 terms", maxDepth)
-	}
-	if strings.Count(s, "+") != 1999 {
-		t.Errorf("%d additions", strings.Count(s, "+"))
-	}
-	if got := sumSQL([]string{"a", "b"}); got != "a + b" {
-		t.Errorf("short sums stay flat: %q", got)
-	}
-}
-
 func TestDesignColumns(t *testing.T) {
-	d := Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y", "z"}, Sums: []string{"w"}}
+	d := sqlgen.Design{Table: "t", Regressors: []string{"1", "x"}, Outcomes: []string{"y", "z"}, Sums: []string{"w"}}
 	cols := d.SuffStatsColumns()
 	want := []string{"n", "xx_0_0", "xx_0_1", "xx_1_1", "x_0", "x_1", "xy_0_0", "xy_0_1", "y_0", "yy_0", "xy_1_0", "xy_1_1", "y_1", "yy_1", "s_0"}
 	if strings.Join(cols, ",") != strings.Join(want, ",") {
 		t.Errorf("columns %v, want %v", cols, want)
 	}
-	if _, err := (Design{Table: "t", Regressors: []string{"1"}}).SuffStatsSQL(); err == nil {
+	if _, err := (sqlgen.Design{Table: "t", Regressors: []string{"1"}}).SuffStatsSQL(); err == nil {
 		t.Error("design without outcomes accepted")
 	}
 	q, err := d.SuffStatsSQL()
@@ -71,7 +46,7 @@ func TestDesignOnClickHouse(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db := StoreDB(st)
+	db := causal.StoreDB(st)
 	const p, n = 50, 400
 	// Two factors: g with levels a..e (a the reference), h with u, v, w
 	// (u the reference); X gets their indicator columns after c1..c49.
@@ -131,15 +106,15 @@ func TestDesignOnClickHouse(t *testing.T) {
 	for i := range y {
 		y2[i] = 2*y[i] + 3*x.At(i, 2)
 	}
-	d := Design{Table: "wide", Where: "c1 > -100", Regressors: regs, Outcomes: []string{"y", "2 * y + 3 * c2"}, Sums: []string{"c1 > 0"},
-		Factors: []Factor{{Name: "g", Expr: "g", Levels: gl[1:]}, {Name: "h", Expr: "h", Levels: hl[1:]}}}
+	d := sqlgen.Design{Table: "wide", Where: "c1 > -100", Regressors: regs, Outcomes: []string{"y", "2 * y + 3 * c2"}, Sums: []string{"c1 > 0"},
+		Factors: []sqlgen.Factor{{Name: "g", Expr: "g", Levels: gl[1:]}, {Name: "h", Expr: "h", Levels: hl[1:]}}}
 	q1, err := d.SuffStatsSQL()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var groups []GroupRow
-	err = queryRows(ctx, db, "pass 1", q1, func(r Rows) error {
-		g := GroupRow{Labels: make([]string, 2), Values: make([]float64, len(d.SuffStatsColumns()))}
+	var groups []sqlgen.GroupRow
+	err = causal.QueryRows(ctx, db, "pass 1", q1, func(r causal.Rows) error {
+		g := sqlgen.GroupRow{Labels: make([]string, 2), Values: make([]float64, len(d.SuffStatsColumns()))}
 		dest := []any{&g.Labels[0], &g.Labels[1]}
 		for i := range g.Values {
 			dest = append(dest, &g.Values[i])
@@ -242,3 +217,21 @@ func checkAgainstRows(t *testing.T, x *mat.Dense, ys [][]float64, fits []*stats.
 }
 
 func rel(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-300) }
+
+// queryFloats runs a query that returns exactly one row of n Float64
+// columns.
+func queryFloats(ctx context.Context, db causal.Querier, what, q string, n int) ([]float64, error) {
+	out := make([]float64, n)
+	dest := make([]any, n)
+	for i := range out {
+		dest[i] = &out[i]
+	}
+	got := 0
+	if err := causal.QueryRows(ctx, db, what, q, func(r causal.Rows) error { got++; return r.Scan(dest...) }); err != nil {
+		return nil, err
+	}
+	if got != 1 {
+		return nil, fmt.Errorf("query %s: %d rows, want 1", what, got)
+	}
+	return out, nil
+}

@@ -1,4 +1,4 @@
-package causal
+package sqlgen
 
 import (
 	"errors"

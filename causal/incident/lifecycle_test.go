@@ -1,4 +1,4 @@
-package causal
+package incident
 
 import (
 	"context"
@@ -9,10 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal"
+	"github.com/tailcause/tailcause/causal/causaltest"
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
+
+var llama = map[string]string{"model": "llama-3-8b"}
+
+func window(from, to time.Duration) causal.Interval {
+	return causal.Interval{Start: causaltest.Start.Add(from), End: causaltest.Start.Add(to)}
+}
 
 func TestLifecycleConfigValidate(t *testing.T) {
 	if err := DefaultLifecycleConfig().Validate(); err != nil {
@@ -36,16 +44,16 @@ func TestLifecycle(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := synthScenario{Seed: 11, Start: synthStart, Duration: 70 * time.Minute, Faults: []synthFault{
+	s := causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: 70 * time.Minute, Faults: []causaltest.Fault{
 		{Kind: "kv", Host: 1, GPU: 1, From: 20 * time.Minute, To: 32 * time.Minute},
 		{Kind: "thermal", Host: 2, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
 		{Kind: "thermal", Host: 3, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
 	}}
-	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+	if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 		t.Fatal(err)
 	}
-	db := StoreDB(st)
-	a, err := NewAnalyzer(db, DefaultConfig())
+	db := causal.StoreDB(st)
+	a, err := causal.NewAnalyzer(db, causal.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +62,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slo := SLO{Scope: llama, ThresholdMS: 16000}
+	slo := causal.SLO{Scope: llama, ThresholdMS: 16000}
 	kinds := map[string][]string{} // incident id → transitions
 	var lastResolve time.Duration
 	for at := 12 * time.Minute; at <= 70*time.Minute; at += cfg.Interval {
@@ -71,7 +79,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("after restart: open incidents %v, before %v", got, before)
 			}
 		}
-		trs, err := lc.Evaluate(ctx, slo, synthStart.Add(at))
+		trs, err := lc.Evaluate(ctx, slo, causaltest.Start.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +88,7 @@ func TestLifecycle(t *testing.T) {
 				continue
 			}
 			in := tr.Record.Incident
-			t.Logf("t=%v %-7s %s breach=%+v top=%q", at, tr.Kind, in.IncidentID, in.Breach, TopCulprit(in))
+			t.Logf("t=%v %-7s %s breach=%+v top=%q", at, tr.Kind, in.IncidentID, in.Breach, causal.TopCulprit(in))
 			kinds[in.IncidentID] = append(kinds[in.IncidentID], tr.Kind)
 			if tr.Kind == TransitionResolve {
 				lastResolve = at
@@ -101,14 +109,14 @@ func TestLifecycle(t *testing.T) {
 	if lastResolve < 45*time.Minute || lastResolve > 45*time.Minute+cfg.Window+time.Duration(cfg.ResolveAfter+2)*cfg.Interval {
 		t.Errorf("last incident resolved at %v; the faults ended at 45m", lastResolve)
 	}
-	recs, err := LoadIncidents(ctx, db, "")
+	recs, err := Load(ctx, db, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first version of the first incident names the KV fault on its
 	// engine; some version of some incident names the throttle.
 	var tops []string
-	err = queryRows(ctx, db, "versions", "SELECT top_cause FROM incidents ORDER BY opened_at, version", func(r Rows) error {
+	err = causal.QueryRows(ctx, db, "versions", "SELECT top_cause FROM incidents ORDER BY opened_at, version", func(r causal.Rows) error {
 		var c string
 		if err := r.Scan(&c); err != nil {
 			return err
@@ -130,7 +138,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("incident id %q", rec.Incident.IncidentID)
 		}
 		var culpritRows float64
-		err = queryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+dag.QuoteString(rec.Incident.IncidentID), func(r Rows) error {
+		err = causal.QueryRows(ctx, db, "culprits", "SELECT toFloat64(count()) FROM culprits WHERE incident_id = "+dag.QuoteString(rec.Incident.IncidentID), func(r causal.Rows) error {
 			return r.Scan(&culpritRows)
 		})
 		if err != nil || culpritRows < 1 {
@@ -139,27 +147,79 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// No fault: the scheduled mode over an hour of a healthy fleet opens
+// nothing and stores nothing.
+func TestLifecycleNoFault(t *testing.T) {
+	st := chstoretest.Fresh(t)
+	ctx := context.Background()
+	if _, err := causaltest.Insert(ctx, st.Conn(), causaltest.Scenario{Seed: 4, Start: causaltest.Start, Duration: time.Hour}, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	a, err := causal.NewAnalyzer(causal.StoreDB(st), causal.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := NewLifecycle(a, causal.StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: 5 * time.Minute, ResolveAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at := 15 * time.Minute; at <= time.Hour; at += 5 * time.Minute {
+		trs, err := lc.Evaluate(ctx, causal.SLO{Scope: llama}, causaltest.Start.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range trs {
+			t.Errorf("at %v: %s %+v %+v", at, tr.Kind, tr.Analysis.Incident.Breach, tr.Analysis.Incident.Culprits)
+		}
+	}
+	recs, err := Load(ctx, causal.StoreDB(st), "")
+	if err != nil || len(recs) != 0 {
+		t.Errorf("%d incidents stored (%v)", len(recs), err)
+	}
+}
+
+func TestTopChanged(t *testing.T) {
+	c := func(cause causal.Cause, gpu string) causal.Culprit {
+		return causal.Culprit{Cause: cause, Entity: causal.Entity{GPU: gpu}}
+	}
+	in := func(cs ...causal.Culprit) causal.Incident { return causal.Incident{Culprits: cs} }
+	for _, tc := range []struct {
+		old, cur causal.Incident
+		want     bool
+	}{
+		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
+		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(), in(c(schemas.CauseKVPreemption, "")), true},
+		{in(c(schemas.CauseKVPreemption, "")), in(), false},
+	} {
+		if got := topChanged(tc.old, tc.cur); got != tc.want {
+			t.Errorf("topChanged(%v, %v) = %v", causal.TopCulprit(tc.old), causal.TopCulprit(tc.cur), got)
+		}
+	}
+}
+
 // Hysteresis: a new top culprit is written only once it held for
 // UpdateAfter evaluations; alternating culprits never re-page.
 func TestLifecycleHysteresis(t *testing.T) {
 	st := chstoretest.Fresh(t)
-	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	a, err := causal.NewAnalyzer(causal.StoreDB(st), causal.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := NewLifecycle(a, StoreDB(st), LifecycleConfig{Window: time.Minute, Interval: time.Minute, ResolveAfter: 3, UpdateAfter: 2})
+	lc, err := NewLifecycle(a, causal.StoreDB(st), LifecycleConfig{Window: time.Minute, Interval: time.Minute, ResolveAfter: 3, UpdateAfter: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := func(c Cause) *Analysis {
-		return &Analysis{Incident: Incident{IncidentID: "inc-x", Status: StatusFiring, SLO: SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: llama},
-			Window: window(0, time.Minute), Baseline: window(0, 0), Method: Method{Estimator: Estimator, DAG: "default@1", Version: "test"},
-			Culprits: []Culprit{{Rank: 1, Cause: c, Entity: Entity{Pod: "a"}, AdjustedFor: []string{}, Evidence: []string{}, ExemplarTraceIDs: []string{}}}}}
+	doc := func(c causal.Cause) *causal.Analysis {
+		return &causal.Analysis{Incident: causal.Incident{IncidentID: "inc-x", Status: causal.StatusFiring, SLO: causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: llama},
+			Window: window(0, time.Minute), Baseline: window(0, 0), Method: causal.Method{Estimator: causal.Estimator, DAG: "default@1", Version: "test"},
+			Culprits: []causal.Culprit{{Rank: 1, Cause: c, Entity: causal.Entity{Pod: "a"}, AdjustedFor: []string{}, Evidence: []string{}, ExemplarTraceIDs: []string{}}}}}
 	}
 	kv, q := schemas.CauseKVPreemption, schemas.CauseQueueSaturation
 	var kinds []string
-	for _, c := range []Cause{kv, q, kv, q, kv, q, q, q} {
-		tr, err := lc.apply(context.Background(), "k", doc(c), synthStart)
+	for _, c := range []causal.Cause{kv, q, kv, q, kv, q, q, q} {
+		tr, err := lc.apply(context.Background(), "k", doc(c), causaltest.Start)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,34 +245,34 @@ func containsString(s []string, v string) bool {
 // incident; another culprit, another engine, or an incident found again
 // in the same evaluation does not.
 func TestLifecycleCarriesAcrossLevels(t *testing.T) {
-	slo := SLO{Scope: llama}
-	pod := Entity{Host: "h1", Pod: "p1", Engine: "0"}
-	kv := Culprit{Cause: schemas.CauseKVPreemption, Entity: Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
-	an := func(w *Where, cs ...Culprit) *Analysis {
-		return &Analysis{Incident: Incident{Breach: w, Culprits: cs}}
+	slo := causal.SLO{Scope: llama}
+	pod := causal.Entity{Host: "h1", Pod: "p1", Engine: "0"}
+	kv := causal.Culprit{Cause: schemas.CauseKVPreemption, Entity: causal.Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
+	an := func(w *causal.Where, cs ...causal.Culprit) *causal.Analysis {
+		return &causal.Analysis{Incident: causal.Incident{Breach: w, Culprits: cs}}
 	}
-	engine := &Where{Level: LevelEngine, Entity: pod}
-	other := &Where{Level: LevelEngine, Entity: Entity{Host: "h2", Pod: "p2", Engine: "0"}}
-	host := &Where{Level: LevelHost, Entity: Entity{Host: "h1"}}
-	scope := &Where{Level: LevelScope}
-	open := func(w *Where, cs ...Culprit) *Lifecycle {
+	engine := &causal.Where{Level: causal.LevelEngine, Entity: pod}
+	other := &causal.Where{Level: causal.LevelEngine, Entity: causal.Entity{Host: "h2", Pod: "p2", Engine: "0"}}
+	host := &causal.Where{Level: causal.LevelHost, Entity: causal.Entity{Host: "h1"}}
+	scope := &causal.Where{Level: causal.LevelScope}
+	open := func(w *causal.Where, cs ...causal.Culprit) *Lifecycle {
 		l := &Lifecycle{open: map[string]*openIncident{}}
-		l.open[breachKey(slo, w)] = &openIncident{rec: IncidentRecord{Incident: Incident{Breach: w, Culprits: cs}}}
+		l.open[breachKey(slo, w)] = &openIncident{rec: Record{Incident: causal.Incident{Breach: w, Culprits: cs}}}
 		return l
 	}
 	cases := []struct {
 		name     string
-		was, now *Where
-		cs       []Culprit
+		was, now *causal.Where
+		cs       []causal.Culprit
 		seen     bool
 		want     bool
 	}{
-		{"engine → scope, same culprit", engine, scope, []Culprit{kv}, false, true},
-		{"scope → engine, same culprit", scope, engine, []Culprit{kv}, false, true},
-		{"engine → its host", engine, host, []Culprit{kv}, false, true},
-		{"engine → another engine", engine, other, []Culprit{kv}, false, false},
-		{"another top culprit", engine, scope, []Culprit{{Cause: schemas.CauseQueueSaturation, Entity: Entity{Model: "llama"}}}, false, false},
-		{"the open one found again too", engine, scope, []Culprit{kv}, true, false},
+		{"engine → scope, same culprit", engine, scope, []causal.Culprit{kv}, false, true},
+		{"scope → engine, same culprit", scope, engine, []causal.Culprit{kv}, false, true},
+		{"engine → its host", engine, host, []causal.Culprit{kv}, false, true},
+		{"engine → another engine", engine, other, []causal.Culprit{kv}, false, false},
+		{"another top culprit", engine, scope, []causal.Culprit{{Cause: schemas.CauseQueueSaturation, Entity: causal.Entity{Model: "llama"}}}, false, false},
+		{"the open one found again too", engine, scope, []causal.Culprit{kv}, true, false},
 	}
 	for _, c := range cases {
 		l := open(c.was, kv)
@@ -230,8 +290,8 @@ func TestLifecycleCarriesAcrossLevels(t *testing.T) {
 // roundFleet is the parallel-round tests' fleet: sweepFleet's six models
 // over an hour, the faults from 30 to 45 minutes, so that the rounds open
 // incidents, find them again and resolve them.
-func roundFleet() []synthScenario {
-	f := sweepFleet()
+func roundFleet() []causaltest.Scenario {
+	f := causaltest.Fleet()
 	for i := range f {
 		f[i].FaultTo = 45 * time.Minute
 	}
@@ -251,11 +311,11 @@ type roundTrace struct {
 // and resolve after two rounds without their breach), with the scopes
 // swept parallel at once and the incidents written to store; slos lists
 // each round's scopes.
-func replayRounds(ctx context.Context, t *testing.T, db DB, store DB, parallel int, slos func(now time.Time) []SLO) roundTrace {
+func replayRounds(ctx context.Context, t *testing.T, db causal.DB, store causal.DB, parallel int, slos func(now time.Time) []causal.SLO) roundTrace {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := causal.DefaultConfig()
 	cfg.Version, cfg.SweepParallel = "test", parallel
-	a, err := NewAnalyzer(db, cfg)
+	a, err := causal.NewAnalyzer(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,15 +325,15 @@ func replayRounds(ctx context.Context, t *testing.T, db DB, store DB, parallel i
 	}
 	var tr roundTrace
 	lc.OnEvaluation(func(ev Evaluation) {
-		e := ScopeString(ev.SLO.Scope) + " " + ev.SLO.Signal
+		e := causal.ScopeString(ev.SLO.Scope) + " " + ev.SLO.Signal
 		if ev.Err != nil {
 			e += " error: " + ev.Err.Error()
 		}
 		tr.evaluations = append(tr.evaluations, e)
 	})
 	for at := 26 * time.Minute; at <= 58*time.Minute; at += 4 * time.Minute {
-		now := synthStart.Add(at)
-		for _, x := range lc.Round(ctx, func(context.Context) ([]SLO, error) { return slos(now), nil }, now) {
+		now := causaltest.Start.Add(at)
+		for _, x := range lc.Round(ctx, func(context.Context) ([]causal.SLO, error) { return slos(now), nil }, now) {
 			doc := map[string]any{"at": at.String(), "kind": x.Kind, "record": x.Record}
 			if x.Analysis != nil {
 				doc["analysis"] = x.Analysis.Incident
@@ -295,14 +355,14 @@ const roundsReplayed = 9
 // each row as ClickHouse prints it, in key order: the newest version of
 // every incident (the table keeps only it once merged: FINAL), and every
 // culprit row of every version.
-func storedIncidents(ctx context.Context, t *testing.T, db DB) []string {
+func storedIncidents(ctx context.Context, t *testing.T, db causal.DB) []string {
 	t.Helper()
 	var out []string
 	for _, q := range []string{
 		"SELECT toString(tuple(*)) AS r FROM incidents FINAL ORDER BY incident_id",
 		"SELECT toString(tuple(*)) AS r FROM culprits ORDER BY r",
 	} {
-		err := queryRows(ctx, db, "stored", q, func(r Rows) error {
+		err := causal.QueryRows(ctx, db, "stored", q, func(r causal.Rows) error {
 			var s string
 			if err := r.Scan(&s); err != nil {
 				return err
@@ -328,26 +388,26 @@ func TestRoundParallelMatchesSequential(t *testing.T) {
 	defer cancel()
 	st := chstoretest.Fresh(t)
 	for _, s := range roundFleet() {
-		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 			t.Fatal(err)
 		}
 	}
-	db := StoreDB(st)
-	slos := func(now time.Time) []SLO {
-		found, more, err := DiscoverScopes(ctx, db, "requests", "model", now.Add(-6*time.Minute), now, 0)
+	db := causal.StoreDB(st)
+	slos := func(now time.Time) []causal.SLO {
+		found, more, err := causal.DiscoverScopes(ctx, db, "requests", "model", now.Add(-6*time.Minute), now, 0)
 		if err != nil || more {
 			t.Fatalf("discover scopes: %v (more %v)", err, more)
 		}
-		var out []SLO
+		var out []causal.SLO
 		for _, sc := range found {
-			out = append(out, SLO{Scope: sc})
+			out = append(out, causal.SLO{Scope: sc})
 		}
 		return out
 	}
 	var traces []roundTrace
 	var stored [][]string
 	for _, parallel := range []int{1, 4} {
-		store := StoreDB(chstoretest.Fresh(t))
+		store := causal.StoreDB(chstoretest.Fresh(t))
 		t0 := time.Now()
 		traces = append(traces, replayRounds(ctx, t, db, store, parallel, slos))
 		stored = append(stored, storedIncidents(ctx, t, store))
@@ -377,7 +437,7 @@ func TestRoundParallelMatchesSequential(t *testing.T) {
 		}
 		for i := range min(len(a), len(b)) {
 			if a[i] != b[i] {
-				t.Errorf("%s %d differs:\n%s", what, i, firstDiff(a[i], b[i]))
+				t.Errorf("%s %d differs:\n%s", what, i, causaltest.FirstDiff(a[i], b[i]))
 				return
 			}
 		}
@@ -397,29 +457,29 @@ func TestRoundFailingScope(t *testing.T) {
 	st := chstoretest.Fresh(t)
 	fleet := roundFleet()[1:3] // the long-prompt shift and the KV fault
 	for _, s := range fleet {
-		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 			t.Fatal(err)
 		}
 	}
-	db := StoreDB(st)
-	scopes := func(bad bool) func(time.Time) []SLO {
-		return func(time.Time) []SLO {
-			var out []SLO
+	db := causal.StoreDB(st)
+	scopes := func(bad bool) func(time.Time) []causal.SLO {
+		return func(time.Time) []causal.SLO {
+			var out []causal.SLO
 			for i, s := range fleet {
-				out = append(out, SLO{Scope: map[string]string{"model": s.Model}})
+				out = append(out, causal.SLO{Scope: map[string]string{"model": s.Model}})
 				if bad && i == 0 {
-					out = append(out, SLO{Signal: "no_such_signal", Scope: map[string]string{"model": fleet[1].Model}})
+					out = append(out, causal.SLO{Signal: "no_such_signal", Scope: map[string]string{"model": fleet[1].Model}})
 				}
 			}
 			return out
 		}
 	}
-	want := replayRounds(ctx, t, db, StoreDB(chstoretest.Fresh(t)), 1, scopes(false))
+	want := replayRounds(ctx, t, db, causal.StoreDB(chstoretest.Fresh(t)), 1, scopes(false))
 	if len(want.transitions) == 0 {
 		t.Fatal("no transitions without the failing scope")
 	}
 	for _, parallel := range []int{1, 4} {
-		got := replayRounds(ctx, t, db, StoreDB(chstoretest.Fresh(t)), parallel, scopes(true))
+		got := replayRounds(ctx, t, db, causal.StoreDB(chstoretest.Fresh(t)), parallel, scopes(true))
 		if strings.Join(got.transitions, "\n") != strings.Join(want.transitions, "\n") {
 			t.Errorf("parallel %d: the transitions differ from a round without the failing scope (%d, want %d)", parallel, len(got.transitions), len(want.transitions))
 		}
@@ -446,21 +506,21 @@ func TestRoundCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	st := chstoretest.Fresh(t)
-	var slos []SLO
+	var slos []causal.SLO
 	for i := range 12 {
-		s := synthScenario{Seed: uint64(40 + i), Start: synthStart, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%02d", i)}
-		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		s := causaltest.Scenario{Seed: uint64(40 + i), Start: causaltest.Start, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%02d", i)}
+		if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 			t.Fatal(err)
 		}
-		slos = append(slos, SLO{Scope: map[string]string{"model": s.Model}})
+		slos = append(slos, causal.SLO{Scope: map[string]string{"model": s.Model}})
 	}
-	cfg := DefaultConfig()
+	cfg := causal.DefaultConfig()
 	cfg.SweepParallel = 4
-	a, err := NewAnalyzer(StoreDB(st), cfg)
+	a, err := causal.NewAnalyzer(causal.StoreDB(st), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := NewLifecycle(a, StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: time.Minute, ResolveAfter: 2})
+	lc, err := NewLifecycle(a, causal.StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: time.Minute, ResolveAfter: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +533,7 @@ func TestRoundCancel(t *testing.T) {
 		}
 		stop()
 	})
-	lc.Round(rctx, func(context.Context) ([]SLO, error) { return slos, nil }, synthStart.Add(20*time.Minute))
+	lc.Round(rctx, func(context.Context) ([]causal.SLO, error) { return slos, nil }, causaltest.Start.Add(20*time.Minute))
 	if len(seen) != 1 || seen[0] != "m-00" {
 		t.Errorf("evaluations applied %v, want only the first (m-00) before ctx ended", seen)
 	}
@@ -482,44 +542,6 @@ func TestRoundCancel(t *testing.T) {
 		if strings.Contains(g, "(*Lifecycle).Round.func") {
 			t.Errorf("a goroutine of the round still runs after it returned:\n%s", g)
 		}
-	}
-}
-
-// DiscoverScopes returns at most limit scopes, the busiest, sorted by
-// value, and says whether it left values out.
-func TestDiscoverScopesLimit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	st := chstoretest.Fresh(t)
-	for i, rate := range []float64{2, 6, 1, 4} {
-		s := synthScenario{Seed: uint64(60 + i), Start: synthStart, Duration: 5 * time.Minute, Hosts: 1, GPUs: 1, RatePerS: rate, Model: fmt.Sprintf("m-%d", i)}
-		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	models := func(limit int) (string, bool) {
-		t.Helper()
-		found, more, err := DiscoverScopes(ctx, StoreDB(st), "requests", "model", synthStart, synthStart.Add(5*time.Minute), limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ms []string
-		for _, sc := range found {
-			ms = append(ms, sc["model"])
-		}
-		return strings.Join(ms, ","), more
-	}
-	for _, c := range []struct {
-		limit int
-		want  string
-		more  bool
-	}{{0, "m-0,m-1,m-2,m-3", false}, {4, "m-0,m-1,m-2,m-3", false}, {2, "m-1,m-3", true}, {3, "m-0,m-1,m-3", true}} {
-		if got, more := models(c.limit); got != c.want || more != c.more {
-			t.Errorf("limit %d: %s (more %v), want %s (more %v)", c.limit, got, more, c.want, c.more)
-		}
-	}
-	if _, _, err := DiscoverScopes(ctx, StoreDB(st), "requests", "model", synthStart, synthStart.Add(time.Minute), -1); err == nil {
-		t.Error("a negative limit accepted")
 	}
 }
 
@@ -536,25 +558,25 @@ func BenchmarkRoundParallel(b *testing.B) {
 	st := chstoretest.Fresh(b)
 	ctx := context.Background()
 	const models = 40
-	var slos []SLO
+	var slos []causal.SLO
 	for i := range models {
-		s := synthScenario{Seed: uint64(200 + i), Start: synthStart, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%03d", i), FaultFrom: 10 * time.Minute}
+		s := causaltest.Scenario{Seed: uint64(200 + i), Start: causaltest.Start, Duration: 20 * time.Minute, Hosts: 2, GPUs: 2, RatePerS: 3, Model: fmt.Sprintf("m-%03d", i), FaultFrom: 10 * time.Minute}
 		if i%10 == 0 {
-			s.Faults = []synthFault{{Kind: "degraded", Host: 1, GPU: 1, Factor: 3}}
+			s.Faults = []causaltest.Fault{{Kind: "degraded", Host: 1, GPU: 1, Factor: 3}}
 		}
-		if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
+		if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 			b.Fatal(err)
 		}
-		slos = append(slos, SLO{Scope: map[string]string{"model": s.Model}})
+		slos = append(slos, causal.SLO{Scope: map[string]string{"model": s.Model}})
 	}
-	db := StoreDB(st)
-	now := synthStart.Add(20 * time.Minute)
+	db := causal.StoreDB(st)
+	now := causaltest.Start.Add(20 * time.Minute)
 	var seq time.Duration
 	for _, parallel := range []int{1, 4} {
 		b.Run(fmt.Sprintf("parallel=%d", parallel), func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := causal.DefaultConfig()
 			cfg.SweepParallel = parallel
-			a, err := NewAnalyzer(db, cfg)
+			a, err := causal.NewAnalyzer(db, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -572,7 +594,7 @@ func BenchmarkRoundParallel(b *testing.B) {
 						failed++
 					}
 				})
-				for _, tr := range lc.Round(ctx, func(context.Context) ([]SLO, error) { return slos, nil }, now) {
+				for _, tr := range lc.Round(ctx, func(context.Context) ([]causal.SLO, error) { return slos, nil }, now) {
 					if tr.Kind == TransitionOpen {
 						opened++
 					}

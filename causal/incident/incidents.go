@@ -1,13 +1,15 @@
-package causal
+package incident
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/causal/dag"
 )
 
@@ -19,10 +21,10 @@ const (
 	StateResolved = "resolved"
 )
 
-// IncidentRecord is one version of an incident: a row of the incidents
+// Record is one version of an incident: a row of the incidents
 // table and its culprits rows (schemas/clickhouse 0002_causal.sql).
-type IncidentRecord struct {
-	Incident   Incident
+type Record struct {
+	Incident   causal.Incident
 	Version    uint64 // 1, 2, …: the newest version wins (ReplacingMergeTree)
 	State      string // StateFiring or StateResolved
 	OpenedAt   time.Time
@@ -45,27 +47,6 @@ var (
 	}
 )
 
-// EntityString is the canonical form of an entity: "host=…,gpu=…", the
-// fields that are set, in a fixed order.
-func EntityString(e Entity) string {
-	var parts []string
-	for _, kv := range [][2]string{{"host", e.Host}, {"gpu", e.GPU}, {"engine", e.Engine}, {"model", e.Model}, {"pod", e.Pod}, {"service", e.Service}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-// TopCulprit is "cause entity" of the rank-1 culprit, "" without culprits:
-// what the lifecycle compares to decide that an incident changed.
-func TopCulprit(in Incident) string {
-	if len(in.Culprits) == 0 {
-		return ""
-	}
-	return string(in.Culprits[0].Cause) + " " + EntityString(in.Culprits[0].Entity)
-}
-
 func dt(t time.Time) time.Time {
 	if t.IsZero() || t.Before(time.Unix(0, 0)) {
 		return time.Unix(0, 0).UTC()
@@ -73,10 +54,10 @@ func dt(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Second)
 }
 
-// WriteIncident inserts one version of an incident: its culprits first,
+// Write inserts one version of an incident: its culprits first,
 // then the incident row, so that a reader who sees the version finds its
 // culprits.
-func WriteIncident(ctx context.Context, db Inserter, rec IncidentRecord) error {
+func Write(ctx context.Context, db causal.Inserter, rec Record) error {
 	in := rec.Incident
 	if in.IncidentID == "" {
 		return fmt.Errorf("write incident: empty incident id")
@@ -108,10 +89,10 @@ func WriteIncident(ctx context.Context, db Inserter, rec IncidentRecord) error {
 	}
 	var topCause, topEntity string
 	if len(in.Culprits) > 0 {
-		topCause, topEntity = string(in.Culprits[0].Cause), EntityString(in.Culprits[0].Entity)
+		topCause, topEntity = string(in.Culprits[0].Cause), causal.EntityString(in.Culprits[0].Entity)
 	}
 	row := []any{
-		in.IncidentID, rec.Version, rec.State, ScopeString(in.SLO.Scope), keys, vals, in.SLO.Signal, in.SLO.Quantile, in.SLO.ThresholdMS,
+		in.IncidentID, rec.Version, rec.State, causal.ScopeString(in.SLO.Scope), keys, vals, in.SLO.Signal, in.SLO.Quantile, in.SLO.ThresholdMS,
 		dt(in.Window.Start), dt(in.Window.End), dt(in.Baseline.Start), dt(in.Baseline.End),
 		dt(rec.OpenedAt), dt(rec.UpdatedAt), dt(rec.ResolvedAt),
 		in.ObservedP99MS, in.BaselineP99MS, uint64(max(in.Requests, 0)), uint64(max(in.TailRequests, 0)), topCause, topEntity,
@@ -130,9 +111,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// LoadIncidents reads the newest version of every incident, optionally
+// Load reads the newest version of every incident, optionally
 // only those in state (e.g. StateFiring: the open ones), ordered by id.
-func LoadIncidents(ctx context.Context, db Querier, state string) ([]IncidentRecord, error) {
+func Load(ctx context.Context, db causal.Querier, state string) ([]Record, error) {
 	q := `SELECT incident_id, max(version), toString(argMax(status, version)), argMax(payload, version),
        argMax(opened_at, version), argMax(updated_at, version), argMax(resolved_at, version)
 FROM incidents
@@ -141,9 +122,9 @@ GROUP BY incident_id`
 		q += "\nHAVING toString(argMax(status, version)) = " + dag.QuoteString(state)
 	}
 	q += "\nORDER BY incident_id"
-	var out []IncidentRecord
-	err := queryRows(ctx, db, "incidents", q, func(r Rows) error {
-		var rec IncidentRecord
+	var out []Record
+	err := causal.QueryRows(ctx, db, "incidents", q, func(r causal.Rows) error {
+		var rec Record
 		var id, payload string
 		if err := r.Scan(&id, &rec.Version, &rec.State, &payload, &rec.OpenedAt, &rec.UpdatedAt, &rec.ResolvedAt); err != nil {
 			return err
@@ -163,3 +144,6 @@ GROUP BY incident_id`
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Incident.IncidentID < out[j].Incident.IncidentID })
 	return out, nil
 }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

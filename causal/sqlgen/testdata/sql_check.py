@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Executes the golden SQL of causal's two ClickHouse passes on the reference
+"""Executes the golden SQL of causal/sqlgen's two ClickHouse passes on the reference
 data and checks the sums against the numpy reference (ols_reference.json;
-the data and the reference sit in ../stats/testdata).
+the data and the reference sit in ../../stats/testdata).
 
 ClickHouse is not needed: the golden queries use only nested subqueries,
 count/sum/max and two ClickHouse functions, which are defined here for
@@ -9,7 +9,7 @@ SQLite (toFloat64 -> float, isFinite -> math.isfinite). This checks the
 semantics of the generated text (residual and leverage expressions, meat
 sums, row layout); TestDesignOnClickHouse runs the passes on the real server.
 
-Run (from causal/testdata):  python3 sql_check.py   (standard library only)
+Run (from causal/sqlgen/testdata):  python3 sql_check.py   (standard library only)
 """
 import csv
 import json
@@ -22,12 +22,12 @@ def close(a, b, rel=1e-9):
 
 
 def main():
-    ref = json.load(open("../stats/testdata/ols_reference.json"))
+    ref = json.load(open("../../stats/testdata/ols_reference.json"))
     db = sqlite3.connect(":memory:")
     db.create_function("toFloat64", 1, float, deterministic=True)
     db.create_function("isFinite", 1, lambda v: int(v is not None and math.isfinite(v)), deterministic=True)
     db.execute("CREATE TABLE ols_data (x1 REAL, x2 REAL, x3 REAL, y REAL)")
-    with open("../stats/testdata/ols_data.csv") as f:
+    with open("../../stats/testdata/ols_data.csv") as f:
         rows = [tuple(map(float, r)) for r in list(csv.reader(f))[1:]]
     db.executemany("INSERT INTO ols_data VALUES (?, ?, ?, ?)", rows)
     p = 4

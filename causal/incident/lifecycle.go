@@ -1,16 +1,17 @@
-package causal
+package incident
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tailcause/tailcause/causal"
 )
 
 // LifecycleConfig tunes the scheduled mode.
@@ -88,17 +89,17 @@ const (
 
 // Transition is what one evaluation did to one incident.
 type Transition struct {
-	Kind     string          // Transition*
-	Record   *IncidentRecord // the version written (nil for TransitionNone)
-	Analysis *Analysis       // nil for a resolve (no breach was found)
+	Kind     string           // Transition*
+	Record   *Record          // the version written (nil for TransitionNone)
+	Analysis *causal.Analysis // nil for a resolve (no breach was found)
 }
 
 // openIncident is the lifecycle's memory of an incident that has not
 // resolved.
 type openIncident struct {
-	rec      IncidentRecord
-	last     Incident  // newest firing document (written or not)
-	baseline *Interval // pinned at open: later windows compare with it
+	rec      Record
+	last     causal.Incident  // newest firing document (written or not)
+	baseline *causal.Interval // pinned at open: later windows compare with it
 	okStreak int
 	// pending is a new top culprit seen in the last pendingN evaluations
 	// in a row, not yet written (UpdateAfter).
@@ -107,12 +108,12 @@ type openIncident struct {
 }
 
 // Lifecycle runs the scheduled mode: per scope, every interval, sweep the
-// newest window (Analyzer.Sweep: the scope's quantile, and every engine
+// newest window (causal.Analyzer.Sweep: the scope's quantile, and every engine
 // and host of it against its peers); open one incident per breach (the
 // scope, or an entity far worse than its peers), write a new version when
 // the top culprit changed and held, resolve after ResolveAfter
 // evaluations in a row without that breach. A round sweeps up to
-// Config.SweepParallel scopes at once and applies the rules one scope
+// causal.Config.SweepParallel scopes at once and applies the rules one scope
 // after another (Round). One Lifecycle per process; Evaluate, Round and
 // Run must not be called concurrently.
 //
@@ -121,7 +122,7 @@ type openIncident struct {
 // hour" would soon be breached itself and hide the cause. Later windows
 // start no earlier than the pinned baseline's end.
 type Lifecycle struct {
-	an      *Analyzer
+	an      *causal.Analyzer
 	store   incidentStore // dbIncidents over the DB given to NewLifecycle
 	cfg     LifecycleConfig
 	log     *slog.Logger
@@ -133,7 +134,7 @@ type Lifecycle struct {
 // Evaluation is one scope's evaluation in a Round, as OnEvaluation
 // reports it.
 type Evaluation struct {
-	SLO SLO
+	SLO causal.SLO
 	// Duration is the wall time of the evaluation (attribution latency):
 	// its window and sweep, and applying the rules; not the time its
 	// sweep waited for an earlier scope's in a parallel round.
@@ -156,7 +157,7 @@ func (l *Lifecycle) OpenCount() int { return int(l.openN.Load()) }
 
 // NewLifecycle returns a Lifecycle writing incidents through db. Zero
 // MinWindow, UpdateAfter take their defaults.
-func NewLifecycle(an *Analyzer, db DB, cfg LifecycleConfig) (*Lifecycle, error) {
+func NewLifecycle(an *causal.Analyzer, db causal.DB, cfg LifecycleConfig) (*Lifecycle, error) {
 	if an == nil || db == nil {
 		return nil, errors.New("new lifecycle: nil analyzer or store")
 	}
@@ -166,21 +167,21 @@ func NewLifecycle(an *Analyzer, db DB, cfg LifecycleConfig) (*Lifecycle, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Lifecycle{an: an, store: dbIncidents{db}, cfg: cfg, log: an.log, open: map[string]*openIncident{}}, nil
+	return &Lifecycle{an: an, store: dbIncidents{db}, cfg: cfg, log: an.Logger(), open: map[string]*openIncident{}}, nil
 }
 
-func lifecycleKey(slo SLO) string {
+func lifecycleKey(slo causal.SLO) string {
 	sig := slo.Signal
 	if sig == "" {
 		sig = "e2e_latency"
 	}
-	return ScopeString(slo.Scope) + "|" + sig
+	return causal.ScopeString(slo.Scope) + "|" + sig
 }
 
 // breachKey names one breach of a scope: the scope itself, or the entity.
-func breachKey(slo SLO, w *Where) string {
+func breachKey(slo causal.SLO, w *causal.Where) string {
 	k := lifecycleKey(slo)
-	if w == nil || w.Level == LevelScope {
+	if w == nil || w.Level == causal.LevelScope {
 		return k + "|scope"
 	}
 	return k + "|" + w.Level + ":" + w.Entity.Host + "/" + w.Entity.Pod + "/" + w.Entity.Engine
@@ -196,7 +197,7 @@ func (l *Lifecycle) Load(ctx context.Context) error {
 	}
 	for _, rec := range recs {
 		o := &openIncident{rec: rec, last: rec.Incident}
-		if b := rec.Incident.Baseline; b.End.After(b.Start) && (rec.Incident.Breach == nil || rec.Incident.Breach.Level == LevelScope) {
+		if b := rec.Incident.Baseline; b.End.After(b.Start) && (rec.Incident.Breach == nil || rec.Incident.Breach.Level == causal.LevelScope) {
 			o.baseline = &b
 		}
 		l.open[breachKey(rec.Incident.SLO, rec.Incident.Breach)] = o
@@ -218,24 +219,19 @@ func (l *Lifecycle) Open() []string {
 // window picks the evaluation's window for slo at now: it ends Lag before
 // now and no later than the newest request end of the scope; its length
 // follows the request rate (WindowRequests).
-func (l *Lifecycle) window(ctx context.Context, an *Analyzer, slo SLO, now time.Time) (Interval, bool, error) {
+func (l *Lifecycle) window(ctx context.Context, an *causal.Analyzer, slo causal.SLO, now time.Time) (causal.Interval, bool, error) {
 	end := now.Add(-l.cfg.Lag)
 	since := end.Add(-l.cfg.Window)
-	y := "e2e_ms"
-	if out, ok := an.dag.Outcome(orDefault(slo.Signal, "e2e_latency")); ok {
-		y = out.Covariate()
-	}
-	where := scopeWhere(slo.Scope) + " AND isFinite(" + y + ") AND " + prune(Interval{Start: since, End: end}) + " AND " + inInterval(Interval{Start: since, End: end})
-	v, err := queryFloats(ctx, an.db, "window", "SELECT toFloat64(count()), toFloat64(max(end_ns)) FROM "+an.cfg.Table+" FINAL WHERE "+where, 2)
+	requests, newest, err := an.ScopeLoad(ctx, slo, causal.Interval{Start: since, End: end})
 	if err != nil {
-		return Interval{}, false, fmt.Errorf("size the window of %s: %w", ScopeString(slo.Scope), err)
+		return causal.Interval{}, false, fmt.Errorf("size the window of %s: %w", causal.ScopeString(slo.Scope), err)
 	}
-	n, newest := v[0], v[1]
+	n := float64(requests)
 	if n == 0 {
-		return Interval{}, false, nil
+		return causal.Interval{}, false, nil
 	}
-	if t := time.Unix(0, int64(newest)); t.Before(end) {
-		end = t
+	if newest.Before(end) {
+		end = newest
 	}
 	end = end.UTC().Truncate(time.Second)
 	length := l.cfg.Window
@@ -243,27 +239,20 @@ func (l *Lifecycle) window(ctx context.Context, an *Analyzer, slo SLO, now time.
 		length = time.Duration(float64(l.cfg.Window) * float64(l.cfg.WindowRequests) / n)
 		length = min(max(length, l.cfg.MinWindow), l.cfg.Window)
 	}
-	return Interval{Start: end.Add(-length.Round(time.Second)), End: end}, true, nil
-}
-
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
+	return causal.Interval{Start: end.Add(-length.Round(time.Second)), End: end}, true, nil
 }
 
 // Evaluate sweeps the newest window of slo's scope and applies the
 // lifecycle rules to every breach found and every incident of the scope
 // still open.
-func (l *Lifecycle) Evaluate(ctx context.Context, slo SLO, now time.Time) ([]Transition, error) {
+func (l *Lifecycle) Evaluate(ctx context.Context, slo causal.SLO, now time.Time) ([]Transition, error) {
 	sw := l.sweepScope(ctx, l.an, slo, l.pinned(slo), now)
 	return l.decide(ctx, slo, sw, now)
 }
 
 // pinned is the baseline of slo's open scope-level incident (nil: none),
 // a copy.
-func (l *Lifecycle) pinned(slo SLO) *Interval {
+func (l *Lifecycle) pinned(slo causal.SLO) *causal.Interval {
 	o := l.open[breachKey(slo, nil)]
 	if o == nil || o.baseline == nil {
 		return nil
@@ -276,7 +265,7 @@ func (l *Lifecycle) pinned(slo SLO) *Interval {
 // touching the lifecycle's state (so several run at once, Round): the
 // window and the sweep of one scope, and what they cost.
 type scopeSweep struct {
-	sw       *SweepResult // nil: nothing to judge (no data, or an empty window)
+	sw       *causal.SweepResult // nil: nothing to judge (no data, or an empty window)
 	queries  int
 	qtime    time.Duration
 	duration time.Duration
@@ -286,7 +275,7 @@ type scopeSweep struct {
 // sweepScope sizes slo's window at now and sweeps it with an, against
 // base (the pinned baseline of the scope's open incident, or nil). It
 // reads only its arguments and the analyzer: safe to call concurrently.
-func (l *Lifecycle) sweepScope(ctx context.Context, an *Analyzer, slo SLO, base *Interval, now time.Time) (out scopeSweep) {
+func (l *Lifecycle) sweepScope(ctx context.Context, an *causal.Analyzer, slo causal.SLO, base *causal.Interval, now time.Time) (out scopeSweep) {
 	t0 := time.Now()
 	out.queries = 1
 	defer func() { out.duration = time.Since(t0) }()
@@ -295,7 +284,7 @@ func (l *Lifecycle) sweepScope(ctx context.Context, an *Analyzer, slo SLO, base 
 		out.err = err
 		return out // no data: keep the current state
 	}
-	req := SweepRequest{SLO: slo, Window: win}
+	req := causal.SweepRequest{SLO: slo, Window: win}
 	if base != nil {
 		req.Baseline = base
 		if base.End.After(req.Window.Start) {
@@ -317,7 +306,7 @@ func (l *Lifecycle) sweepScope(ctx context.Context, an *Analyzer, slo SLO, base 
 // decide applies the lifecycle rules to the sweep of slo's scope: every
 // breach found opens or updates its incident, every incident of the scope
 // still open and not found again counts towards its resolve.
-func (l *Lifecycle) decide(ctx context.Context, slo SLO, s scopeSweep, now time.Time) ([]Transition, error) {
+func (l *Lifecycle) decide(ctx context.Context, slo causal.SLO, s scopeSweep, now time.Time) ([]Transition, error) {
 	defer func() { l.openN.Store(int64(len(l.open))) }()
 	if s.err != nil || s.sw == nil {
 		return nil, s.err
@@ -362,7 +351,7 @@ func (l *Lifecycle) decide(ctx context.Context, slo SLO, s scopeSweep, now time.
 		// The resolved version keeps the culprits of the newest version
 		// written: what the incident was about.
 		in := o.rec.Incident
-		rec := IncidentRecord{Incident: in, Version: o.rec.Version + 1, State: StateResolved, OpenedAt: o.rec.OpenedAt, UpdatedAt: now, ResolvedAt: now}
+		rec := Record{Incident: in, Version: o.rec.Version + 1, State: StateResolved, OpenedAt: o.rec.OpenedAt, UpdatedAt: now, ResolvedAt: now}
 		if err := l.store.writeIncident(ctx, rec); err != nil {
 			return out, err
 		}
@@ -377,7 +366,7 @@ func (l *Lifecycle) decide(ctx context.Context, slo SLO, s scopeSweep, now time.
 // continues: none is open under key, and an incident of the same scope,
 // not found again in this evaluation, has the same top culprit (cause and
 // entity) and a breach that contains the new one or lies in it.
-func (l *Lifecycle) carried(slo SLO, key string, an *Analysis, seen map[string]bool) string {
+func (l *Lifecycle) carried(slo causal.SLO, key string, an *causal.Analysis, seen map[string]bool) string {
 	if l.open[key] != nil || len(an.Incident.Culprits) == 0 {
 		return ""
 	}
@@ -396,30 +385,30 @@ func (l *Lifecycle) carried(slo SLO, key string, an *Analysis, seen map[string]b
 
 // nested says whether one breach lies in the other: the scope's holds
 // every entity's; a host holds its engines.
-func nested(a, b *Where) bool {
-	if a == nil || b == nil || a.Level == LevelScope || b.Level == LevelScope {
+func nested(a, b *causal.Where) bool {
+	if a == nil || b == nil || a.Level == causal.LevelScope || b.Level == causal.LevelScope {
 		return true
 	}
-	return overlapsEntity(a.Entity, b.Entity) || overlapsEntity(b.Entity, a.Entity)
+	return a.Entity.ActsOn(b.Entity) || b.Entity.ActsOn(a.Entity)
 }
 
 // apply is one breach's open or update.
-func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now time.Time) (Transition, error) {
+func (l *Lifecycle) apply(ctx context.Context, key string, an *causal.Analysis, now time.Time) (Transition, error) {
 	tr := Transition{Analysis: an}
 	o := l.open[key]
 	if o == nil {
-		rec := IncidentRecord{Incident: an.Incident, Version: 1, State: StateFiring, OpenedAt: now, UpdatedAt: now}
+		rec := Record{Incident: an.Incident, Version: 1, State: StateFiring, OpenedAt: now, UpdatedAt: now}
 		if err := l.store.writeIncident(ctx, rec); err != nil {
 			return tr, err
 		}
 		o = &openIncident{rec: rec, last: an.Incident}
-		if an.BaselineSource != BaselineNone && (an.Incident.Breach == nil || an.Incident.Breach.Level == LevelScope) {
+		if an.BaselineSource != causal.BaselineNone && (an.Incident.Breach == nil || an.Incident.Breach.Level == causal.LevelScope) {
 			b := an.Incident.Baseline
 			o.baseline = &b
 		}
 		l.open[key] = o
 		tr.Kind, tr.Record = TransitionOpen, &rec
-		l.log.Info("incident opened", "incident", rec.Incident.IncidentID, "breach", key, "top", TopCulprit(rec.Incident))
+		l.log.Info("incident opened", "incident", rec.Incident.IncidentID, "breach", key, "top", causal.TopCulprit(rec.Incident))
 		return tr, nil
 	}
 	o.okStreak = 0
@@ -430,7 +419,7 @@ func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now tim
 		o.pending, o.pendingN = "", 0
 		return tr, nil
 	}
-	top := TopCulprit(an.Incident)
+	top := causal.TopCulprit(an.Incident)
 	if top == o.pending {
 		o.pendingN++
 	} else {
@@ -439,11 +428,11 @@ func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now tim
 	if o.pendingN < l.cfg.UpdateAfter {
 		return tr, nil
 	}
-	rec := IncidentRecord{Incident: an.Incident, Version: o.rec.Version + 1, State: StateFiring, OpenedAt: o.rec.OpenedAt, UpdatedAt: now}
+	rec := Record{Incident: an.Incident, Version: o.rec.Version + 1, State: StateFiring, OpenedAt: o.rec.OpenedAt, UpdatedAt: now}
 	if err := l.store.writeIncident(ctx, rec); err != nil {
 		return tr, err
 	}
-	l.log.Info("incident updated", "incident", rec.Incident.IncidentID, "version", rec.Version, "top", top, "was", TopCulprit(o.rec.Incident))
+	l.log.Info("incident updated", "incident", rec.Incident.IncidentID, "version", rec.Version, "top", top, "was", causal.TopCulprit(o.rec.Incident))
 	o.rec = rec
 	o.pending, o.pendingN = "", 0
 	tr.Kind, tr.Record = TransitionUpdate, &rec
@@ -454,7 +443,7 @@ func (l *Lifecycle) apply(ctx context.Context, key string, an *Analysis, now tim
 // cause changed, or old's top entity is no longer blamed for that cause. A
 // cause spread over two near-equal entities whose order flips is not a
 // change (it would churn versions every evaluation).
-func topChanged(old, cur Incident) bool {
+func topChanged(old, cur causal.Incident) bool {
 	if len(cur.Culprits) == 0 {
 		return false
 	}
@@ -478,7 +467,7 @@ func topChanged(old, cur Incident) bool {
 // clock gives "now" (time.Now in production). An evaluation that fails is
 // logged and retried next round; Run returns only ctx's error or a
 // failure to load.
-func (l *Lifecycle) Run(ctx context.Context, slos func(context.Context) ([]SLO, error), clock func() time.Time) error {
+func (l *Lifecycle) Run(ctx context.Context, slos func(context.Context) ([]causal.SLO, error), clock func() time.Time) error {
 	if err := l.Load(ctx); err != nil {
 		return err
 	}
@@ -511,7 +500,7 @@ func (l *Lifecycle) Run(ctx context.Context, slos func(context.Context) ([]SLO, 
 // running and not yet applied. When ctx ends, Round stops applying, waits
 // for the running sweeps to return (they end with ctx) and returns the
 // transitions applied so far.
-func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO, error), now time.Time) []Transition {
+func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]causal.SLO, error), now time.Time) []Transition {
 	list, err := slos(ctx)
 	if err != nil {
 		l.log.Error("list scopes", "err", err)
@@ -521,13 +510,13 @@ func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO
 	if len(list) == 0 {
 		return nil
 	}
-	parallel := max(l.an.cfg.SweepParallel, 1)
+	parallel := max(l.an.Config().SweepParallel, 1)
 	workers := min(parallel, len(list))
 	an := l.an
 	if workers > 1 {
-		an = l.an.withSweepParallel(parallel / workers)
+		an = l.an.WithSweepParallel(parallel / workers)
 	}
-	bases := make([]*Interval, len(list))
+	bases := make([]*causal.Interval, len(list))
 	for i, s := range list {
 		bases[i] = l.pinned(s)
 	}
@@ -593,7 +582,7 @@ func (l *Lifecycle) Round(ctx context.Context, slos func(context.Context) ([]SLO
 
 // distinctSLOs is list without its repeats (the same scope and signal),
 // the first kept: one evaluation per scope and round.
-func distinctSLOs(list []SLO) []SLO {
+func distinctSLOs(list []causal.SLO) []causal.SLO {
 	seen := map[string]bool{}
 	out := list[:0:0]
 	for _, s := range list {
@@ -603,45 +592,4 @@ func distinctSLOs(list []SLO) []SLO {
 		}
 	}
 	return out
-}
-
-// DiscoverScopes lists the distinct values of a scope column (e.g. model)
-// among the requests of [since, until): one scope per value, for the
-// scheduled mode when no scope is configured. It returns at most limit
-// scopes (0: every value), the busiest (most requests, then by value: a
-// flood of fake model names must not make a round unbounded), sorted by
-// value; more reports that values were left out.
-func DiscoverScopes(ctx context.Context, db Querier, table, column string, since, until time.Time, limit int) (scopes []map[string]string, more bool, err error) {
-	ok := false
-	for _, c := range scopeColumns {
-		ok = ok || c == column
-	}
-	if !ok || !identifier(table) || limit < 0 {
-		return nil, false, fmt.Errorf("discover scopes: column %q (want one of %s), table %q, limit %d", column, strings.Join(scopeColumns, ", "), table, limit)
-	}
-	iv := Interval{Start: since, End: until}
-	q := fmt.Sprintf("SELECT toString(%s) AS v FROM %s WHERE %s AND %s GROUP BY v ORDER BY count() DESC, v", column, table, prune(iv), inInterval(iv))
-	if limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", limit+1)
-	}
-	var vals []string
-	err = queryRows(ctx, db, "scopes", q, func(r Rows) error {
-		var v string
-		if err := r.Scan(&v); err != nil {
-			return err
-		}
-		vals = append(vals, v)
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if limit > 0 && len(vals) > limit {
-		vals, more = vals[:limit], true
-	}
-	slices.Sort(vals)
-	for _, v := range vals {
-		scopes = append(scopes, map[string]string{column: v})
-	}
-	return scopes, more, nil
 }

@@ -1,14 +1,15 @@
-package causal
+package sqlgen
 
 import (
 	"flag"
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/tailcause/tailcause/causal/causaltest"
 	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/causal/stats/statstest"
 )
@@ -17,19 +18,7 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (run with -update after review):\n%s", name, got)
-	}
+	causaltest.Golden(t, *update, filepath.Join("testdata", name), got)
 }
 
 // refRegression is the reference dataset's regression as ClickHouse would
@@ -48,7 +37,7 @@ var refRegression = Regression{
 // text does not depend on this machine's last floating-point bits.
 func refFit(t *testing.T) *stats.OLS {
 	t.Helper()
-	_, _, ref := statstest.LoadOLSData(t, filepath.Join("stats", "testdata"))
+	_, _, ref := statstest.LoadOLSData(t, filepath.Join("..", "stats", "testdata"))
 	inv := mat.NewSymDense(4, nil)
 	for i := 0; i < 4; i++ {
 		for j := i; j < 4; j++ {
@@ -107,7 +96,7 @@ func TestMeatSQL(t *testing.T) {
 // TestParseSuffStats feeds a synthetic first-pass row (the reference
 // cross products in SuffStatsColumns order) through the parser and solver.
 func TestParseSuffStats(t *testing.T) {
-	_, _, ref := statstest.LoadOLSData(t, filepath.Join("stats", "testdata"))
+	_, _, ref := statstest.LoadOLSData(t, filepath.Join("..", "stats", "testdata"))
 	cols := refRegression.SuffStatsColumns()
 	row := make([]float64, 0, len(cols))
 	row = append(row, ref.N)
@@ -187,5 +176,32 @@ func TestParseSuffStats(t *testing.T) {
 	}
 	if _, err := f.CoefSE(stats.HC3, tm, 1); err == nil {
 		t.Error("targeted meats answered for an untargeted coefficient")
+	}
+}
+
+func TestSumSQLDepth(t *testing.T) {
+	terms := make([]string, 2000)
+	for i := range terms {
+		terms[i] = fmt.Sprintf("t%d", i)
+	}
+	s := sumSQL(terms)
+	depth, maxDepth := 0, 0
+	for _, c := range s {
+		switch c {
+		case '(':
+			depth++
+			maxDepth = max(maxDepth, depth)
+		case ')':
+			depth--
+		}
+	}
+	if maxDepth > 8 {
+		t.Errorf("nesting depth %d for 2000 terms", maxDepth)
+	}
+	if strings.Count(s, "+") != 1999 {
+		t.Errorf("%d additions", strings.Count(s, "+"))
+	}
+	if got := sumSQL([]string{"a", "b"}); got != "a + b" {
+		t.Errorf("short sums stay flat: %q", got)
 	}
 }

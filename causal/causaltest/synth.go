@@ -1,4 +1,4 @@
-package causal
+package causaltest
 
 import (
 	"context"
@@ -42,7 +42,11 @@ import (
 // over the normal one); a slow queue is a degraded engine whose requests
 // stay longer, so it holds more of them with the same arrivals (busy =
 // the slowdown, Little's law).
-type synthScenario struct {
+//
+// Scenario is one such fleet over [Start, Start+Duration): zero fields
+// take defaults (4 hosts of 2 GPUs, model llama-3-8b, service chat,
+// 15 requests per second).
+type Scenario struct {
 	Seed     uint64
 	Start    time.Time
 	Duration time.Duration
@@ -53,7 +57,7 @@ type synthScenario struct {
 	Service  string
 	// TPHost, when ≥ 0 with TP set, makes engine 0 of that host tensor
 	// parallel: its rows carry no single GPU (gpu ""), as the enricher
-	// writes a request that ran on several GPUs (see insertGPUSamples).
+	// writes a request that ran on several GPUs (see InsertGPUSamples).
 	TP     bool
 	TPHost int
 	// TPAllGPUs makes a thermal fault on the tensor-parallel engine show
@@ -71,10 +75,11 @@ type synthScenario struct {
 	PrefixHits bool
 	FaultFrom  time.Duration // offset from Start
 	FaultTo    time.Duration // 0: until the end
-	Faults     []synthFault
+	Faults     []Fault
 }
 
-type synthFault struct {
+// Fault is one fault of a Scenario, acting on engine GPU of host Host.
+type Fault struct {
 	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue", "prefix", "prefix_all"
 	Host   int
 	GPU    int
@@ -83,7 +88,7 @@ type synthFault struct {
 	Factor float64       // optional magnitude
 }
 
-func (s synthScenario) withDefaults() synthScenario {
+func (s Scenario) withDefaults() Scenario {
 	if s.Hosts == 0 {
 		s.Hosts = 4
 	}
@@ -102,11 +107,13 @@ func (s synthScenario) withDefaults() synthScenario {
 	return s
 }
 
-func hostName(h int) string { return fmt.Sprintf("node-%d", h) }
-func gpuName(h, g int) string {
+// HostName, GPUName and PodName are the names the generator gives host h
+// and the GPU and pod of its engine g.
+func HostName(h int) string { return fmt.Sprintf("node-%d", h) }
+func GPUName(h, g int) string {
 	return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012d", h*16+g, h*16+g)
 }
-func podName(h, g int) string { return fmt.Sprintf("vllm-%d-%d", h, g) }
+func PodName(h, g int) string { return fmt.Sprintf("vllm-%d-%d", h, g) }
 
 // synthColumns is the insert column list, in the order of synthBlock.cols.
 var synthColumns = []string{
@@ -165,14 +172,14 @@ func (b *synthBlock) column(name string) any {
 
 // synthGen generates a scenario's rows in arrival order, block by block.
 type synthGen struct {
-	s   synthScenario
+	s   Scenario
 	rng *rand.Rand
 	n   int
 	i   int
 	t   float64 // current arrival offset in seconds
 }
 
-func newSynthGen(s synthScenario) *synthGen {
+func newSynthGen(s Scenario) *synthGen {
 	s = s.withDefaults()
 	return &synthGen{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x7a11)), n: int(s.RatePerS * s.Duration.Seconds())}
 }
@@ -181,7 +188,7 @@ func newSynthGen(s synthScenario) *synthGen {
 func (g *synthGen) total() int { return g.n }
 
 // active reports whether fault f acts at offset off of the scenario.
-func (s synthScenario) active(f synthFault, off time.Duration) bool {
+func (s Scenario) active(f Fault, off time.Duration) bool {
 	from, to := f.From, f.To
 	if from == 0 {
 		from = s.FaultFrom
@@ -363,14 +370,14 @@ func (g *synthGen) next(max int) *synthBlock {
 		b.str["span_name"] = append(b.str["span_name"], "llm_request")
 		b.str["service"] = append(b.str["service"], s.Service)
 		b.str["model"] = append(b.str["model"], s.Model)
-		b.str["host"] = append(b.str["host"], hostName(h))
-		b.str["pod"] = append(b.str["pod"], podName(h, gi))
+		b.str["host"] = append(b.str["host"], HostName(h))
+		b.str["pod"] = append(b.str["pod"], PodName(h, gi))
 		b.str["engine"] = append(b.str["engine"], fmt.Sprint(gi))
 		if s.TP && h == s.TPHost && gi == 0 {
 			b.str["gpu"] = append(b.str["gpu"], "")
 			b.str["gpu_index"] = append(b.str["gpu_index"], "")
 		} else {
-			b.str["gpu"] = append(b.str["gpu"], gpuName(h, gi))
+			b.str["gpu"] = append(b.str["gpu"], GPUName(h, gi))
 			b.str["gpu_index"] = append(b.str["gpu_index"], fmt.Sprint(gi))
 		}
 		b.str["engine_match"] = append(b.str["engine_match"], "pod")
@@ -406,9 +413,9 @@ func (g *synthGen) next(max int) *synthBlock {
 	return b
 }
 
-// insertSynth writes a scenario's rows into the requests table in blocks
+// Insert writes a scenario's rows into the requests table in blocks
 // of blockRows, column by column (fast: no per-row reflection).
-func insertSynth(ctx context.Context, conn driver.Conn, s synthScenario, blockRows int) (int, error) {
+func Insert(ctx context.Context, conn driver.Conn, s Scenario, blockRows int) (int, error) {
 	g := newSynthGen(s)
 	total := 0
 	for {
@@ -441,15 +448,15 @@ func insertBlock(ctx context.Context, conn driver.Conn, b *synthBlock) error {
 }
 
 // tpGPUs are the four GPUs of the tensor-parallel engine (host h, engine
-// 0): gpuName(h, 0), the one faults name, and three peers.
+// 0): GPUName(h, 0), the one faults name, and three peers.
 func tpGPUs(h int) []string {
-	return []string{gpuName(h, 0), gpuName(h, 8), gpuName(h, 9), gpuName(h, 10)}
+	return []string{GPUName(h, 0), GPUName(h, 8), GPUName(h, 9), GPUName(h, 10)}
 }
 
-// insertGPUSamples writes dcgm clock_event_reasons samples (every 10 s)
+// InsertGPUSamples writes dcgm clock_event_reasons samples (every 10 s)
 // of the tensor-parallel engine's GPUs: 0x20 (SW thermal slowdown) on
-// gpuName(h, 0) while a thermal fault on it is active, 0 otherwise.
-func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) error {
+// GPUName(h, 0) while a thermal fault on it is active, 0 otherwise.
+func InsertGPUSamples(ctx context.Context, conn driver.Conn, s Scenario) error {
 	s = s.withDefaults()
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO gpu_samples (host, gpu, gpu_index, pod, namespace, metric, time_ns, time, value)")
 	if err != nil {
@@ -457,7 +464,7 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 	}
 	gpus := tpGPUs(s.TPHost)
 	for i := 0; i < s.IdleGPUs; i++ {
-		gpus = append(gpus, gpuName(s.TPHost, 11+i))
+		gpus = append(gpus, GPUName(s.TPHost, 11+i))
 	}
 	for off := time.Duration(0); off < s.Duration; off += 10 * time.Second {
 		at := s.Start.Add(off)
@@ -465,7 +472,7 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 			busy := k < len(tpGPUs(s.TPHost))
 			pod := ""
 			if busy {
-				pod = podName(s.TPHost, 0)
+				pod = PodName(s.TPHost, 0)
 			}
 			v := 0.0
 			for _, f := range s.Faults {
@@ -473,7 +480,7 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 					v = 0x20
 				}
 			}
-			if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
+			if err := batch.Append(HostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
 				_ = batch.Abort()
 				return err
 			}
@@ -482,7 +489,7 @@ func insertGPUSamples(ctx context.Context, conn driver.Conn, s synthScenario) er
 				if busy {
 					u = 0.9
 				}
-				if err := batch.Append(hostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "gpu_util", uint64(at.UnixNano()), at.Truncate(time.Second), u); err != nil {
+				if err := batch.Append(HostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "gpu_util", uint64(at.UnixNano()), at.Truncate(time.Second), u); err != nil {
 					_ = batch.Abort()
 					return err
 				}

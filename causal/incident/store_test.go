@@ -1,4 +1,4 @@
-package causal
+package incident
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
@@ -20,10 +21,10 @@ import (
 // below that dbIncidents passes on ClickHouse.
 type memIncidents struct {
 	mu   sync.Mutex
-	recs []IncidentRecord
+	recs []Record
 }
 
-func (m *memIncidents) writeIncident(_ context.Context, rec IncidentRecord) error {
+func (m *memIncidents) writeIncident(_ context.Context, rec Record) error {
 	if rec.Incident.IncidentID == "" {
 		return fmt.Errorf("write incident: empty incident id")
 	}
@@ -34,7 +35,7 @@ func (m *memIncidents) writeIncident(_ context.Context, rec IncidentRecord) erro
 	if err != nil {
 		return err
 	}
-	var in Incident
+	var in causal.Incident
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
@@ -49,22 +50,22 @@ func (m *memIncidents) writeIncident(_ context.Context, rec IncidentRecord) erro
 	return nil
 }
 
-func (m *memIncidents) loadIncidents(_ context.Context, state string) ([]IncidentRecord, error) {
+func (m *memIncidents) loadIncidents(_ context.Context, state string) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	newest := map[string]IncidentRecord{}
+	newest := map[string]Record{}
 	for _, r := range m.recs {
 		if have, ok := newest[r.Incident.IncidentID]; !ok || r.Version > have.Version {
 			newest[r.Incident.IncidentID] = r
 		}
 	}
-	var out []IncidentRecord
+	var out []Record
 	for _, r := range newest {
 		if state == "" || r.State == state {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b IncidentRecord) int { return strings.Compare(a.Incident.IncidentID, b.Incident.IncidentID) })
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Incident.IncidentID, b.Incident.IncidentID) })
 	return out, nil
 }
 
@@ -72,24 +73,24 @@ func (m *memIncidents) loadIncidents(_ context.Context, state string) ([]Inciden
 // in-memory one and the ClickHouse one the scheduled mode writes through.
 func TestIncidentStoreConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { testIncidentStore(t, &memIncidents{}) })
-	t.Run("clickhouse", func(t *testing.T) { testIncidentStore(t, dbIncidents{StoreDB(chstoretest.Fresh(t))}) })
+	t.Run("clickhouse", func(t *testing.T) { testIncidentStore(t, dbIncidents{causal.StoreDB(chstoretest.Fresh(t))}) })
 }
 
 func testIncidentStore(t *testing.T, s incidentStore) {
 	ctx := context.Background()
 	T := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
-	inc := func(id string, cause Cause, host string) Incident {
-		return Incident{IncidentID: id, Status: "firing",
-			SLO:    SLO{Signal: "e2e_latency", Quantile: 0.99, ThresholdMS: 2500, Scope: map[string]string{"model": "m1"}},
-			Window: Interval{T, T.Add(10 * time.Minute)}, Baseline: Interval{T.Add(-time.Hour), T},
+	inc := func(id string, cause causal.Cause, host string) causal.Incident {
+		return causal.Incident{IncidentID: id, Status: "firing",
+			SLO:    causal.SLO{Signal: "e2e_latency", Quantile: 0.99, ThresholdMS: 2500, Scope: map[string]string{"model": "m1"}},
+			Window: causal.Interval{Start: T, End: T.Add(10 * time.Minute)}, Baseline: causal.Interval{Start: T.Add(-time.Hour), End: T},
 			ObservedP99MS: 4200, BaselineP99MS: 1000, Requests: 3000, TailRequests: 30,
-			Culprits: []Culprit{{Rank: 1, Cause: cause, Entity: Entity{Host: host, Engine: "0"}, EffectMS: 900, CI95MS: [2]float64{700, 1100},
+			Culprits: []causal.Culprit{{Rank: 1, Cause: cause, Entity: causal.Entity{Host: host, Engine: "0"}, EffectMS: 900, CI95MS: [2]float64{700, 1100},
 				AttributableFraction: 0.6, CounterfactualP99MS: 2000, Health: 0.1, AdjustedFor: []string{"prompt_tokens"},
 				Evidence: []string{"kv high"}, ExemplarTraceIDs: []string{"trace-1"}}},
-			Method: Method{Estimator: "backdoor-ols-hc3", DAG: "default@1", Version: "test"}}
+			Method: causal.Method{Estimator: "backdoor-ols-hc3", DAG: "default@1", Version: "test"}}
 	}
 	opened := T.Add(10*time.Minute + 300*time.Millisecond) // written at whole seconds
-	recs := []IncidentRecord{
+	recs := []Record{
 		{Incident: inc("inc-a", "kv_cache.preemption", "node-1"), Version: 1, State: StateFiring, OpenedAt: opened, UpdatedAt: opened},
 		{Incident: inc("inc-b", "gpu.power_cap", "node-2"), Version: 1, State: StateFiring, OpenedAt: opened, UpdatedAt: opened},
 		{Incident: inc("inc-a", "queue.saturation", "node-1"), Version: 2, State: StateFiring, OpenedAt: opened, UpdatedAt: opened.Add(time.Minute)},
@@ -101,15 +102,15 @@ func testIncidentStore(t *testing.T, s incidentStore) {
 			t.Fatal(err)
 		}
 	}
-	for _, bad := range []IncidentRecord{
-		{Incident: Incident{}, Version: 1, State: StateFiring},
+	for _, bad := range []Record{
+		{Incident: causal.Incident{}, Version: 1, State: StateFiring},
 		{Incident: inc("inc-x", "gpu.power_cap", "n"), Version: 1, State: "ok"},
 	} {
 		if err := s.writeIncident(ctx, bad); err == nil {
 			t.Errorf("writeIncident(%q, state %q) succeeded, want an error", bad.Incident.IncidentID, bad.State)
 		}
 	}
-	show := func(rs []IncidentRecord) string {
+	show := func(rs []Record) string {
 		var out []string
 		for _, r := range rs {
 			resolved := "-"
@@ -117,7 +118,7 @@ func testIncidentStore(t *testing.T, s incidentStore) {
 				resolved = r.ResolvedAt.UTC().Format("15:04:05.000")
 			}
 			out = append(out, fmt.Sprintf("%s v%d %s %s %s %s %s", r.Incident.IncidentID, r.Version, r.State,
-				r.OpenedAt.UTC().Format("15:04:05.000"), r.UpdatedAt.UTC().Format("15:04:05.000"), resolved, TopCulprit(r.Incident)))
+				r.OpenedAt.UTC().Format("15:04:05.000"), r.UpdatedAt.UTC().Format("15:04:05.000"), resolved, causal.TopCulprit(r.Incident)))
 		}
 		return strings.Join(out, "; ")
 	}

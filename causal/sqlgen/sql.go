@@ -1,4 +1,4 @@
-package causal
+package sqlgen
 
 import (
 	"errors"
@@ -356,11 +356,6 @@ func Hinges(expr string, knots []float64) []string {
 		out = append(out, "greatest(toFloat64("+expr+") - "+dag.FormatFloat(k)+", 0)")
 	}
 	return out
-}
-
-// isIdent reports whether b can be part of a SQL identifier.
-func isIdent(b byte) bool {
-	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
 // finite reports whether v is neither NaN nor infinite.
