@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
+	"github.com/tailcause/tailcause/internal/testkit"
 	"github.com/tailcause/tailcause/schemas"
 )
 
@@ -21,23 +22,62 @@ import (
 // database (a KV fault on one engine and a thermal throttle on one GPU in
 // the second hour) and returns an analyzer over it and the request for the
 // second hour (the first is the baseline).
+//
+// With TAILCAUSE_BENCH_KEEP=prefix the data goes into database
+// <prefix>_<n> instead, which is kept, and a later run that finds it
+// filled reads it as it is: two binaries (before and after a change)
+// measured on the same parts, without inserting 10M rows twice. Drop the
+// databases by hand.
 func benchData(b testing.TB, n int) (*Analyzer, Request) {
 	b.Helper()
-	st := chstoretest.Fresh(b)
 	ctx := context.Background()
+	st, have := benchStore(b, n)
 	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: float64(n) / 7200, FaultFrom: time.Hour,
 		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}}}
-	t0 := time.Now()
-	got, err := insertSynth(ctx, st.Conn(), s, 100_000)
-	if err != nil {
-		b.Fatal(err)
+	if have == 0 {
+		t0 := time.Now()
+		got, err := insertSynth(ctx, st.Conn(), s, 100_000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("inserted %d requests in %v (%.0f rows/s, batches of 100k)", got, time.Since(t0).Round(time.Millisecond), float64(got)/time.Since(t0).Seconds())
+	} else {
+		b.Logf("reading the %d requests kept in %s", have, st.Database())
 	}
-	b.Logf("inserted %d requests in %v (%.0f rows/s, batches of 100k)", got, time.Since(t0).Round(time.Millisecond), float64(got)/time.Since(t0).Seconds())
 	a, err := NewAnalyzer(&loggedDB{DB: StoreDB(st), st: st}, DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	return a, Request{SLO: SLO{Scope: llama}, Window: window(time.Hour, 2*time.Hour)}
+}
+
+// benchStore is a fresh database, or with TAILCAUSE_BENCH_KEEP the kept
+// one for n requests, with the rows it already holds.
+func benchStore(b testing.TB, n int) (*chstore.Store, uint64) {
+	b.Helper()
+	prefix := os.Getenv("TAILCAUSE_BENCH_KEEP")
+	if prefix == "" {
+		return chstoretest.Fresh(b), 0
+	}
+	ctx := context.Background()
+	cfg := chstore.DefaultConfig()
+	cfg.Addr, cfg.Database, cfg.TTL = testkit.ClickHouse(b), fmt.Sprintf("%s_%d", prefix, n), 0
+	st, err := chstore.Open(ctx, cfg)
+	if err != nil {
+		b.Fatalf("open store: %v", err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx, nil); err != nil {
+		b.Fatalf("migrate %s: %v", cfg.Database, err)
+	}
+	var have uint64
+	if err := st.Conn().QueryRow(ctx, "SELECT count() FROM requests").Scan(&have); err != nil {
+		b.Fatal(err)
+	}
+	if have != 0 && have != uint64(n) {
+		b.Fatalf("%s holds %d requests, not %d: drop it", cfg.Database, have, n)
+	}
+	return st, have
 }
 
 // loggedDB runs every query with log_queries and its own query id, so the

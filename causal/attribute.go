@@ -6,7 +6,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/stats"
@@ -290,7 +292,7 @@ func (r *run) attribute() error {
 		e := c.cand.Estimate
 		c.cand.Culprit = c.splitInto == 0 && e.Log.Beta > 0 && e.Attributed.Value >= r.cfg.MinAF && e.Attributed.CI[0] > 0
 	}
-	return nil
+	return r.resolveExemplars()
 }
 
 // judgeDemand tells a queue that more work built from one that slower
@@ -838,7 +840,11 @@ func (r *run) queryTop(m int) error {
 	if n, ok := r.a.dag.Node("engine"); ok && n.Expr != "" {
 		engineLabel = n.Expr
 	}
-	cols := []string{r.y + " AS tc_v", "toString(trace_id)", "toString(host)", "toString(" + engineLabel + ")", "toString(gpu)"}
+	trace := "toString(trace_id)"
+	if r.a.snap != nil {
+		trace = exemplarKeySQL // resolved to trace ids by resolveExemplars
+	}
+	cols := []string{r.y + " AS tc_v", trace, "toString(host)", "toString(" + engineLabel + ")", "toString(gpu)"}
 	for _, c := range r.causes {
 		cols = append(cols, "toFloat64("+c.treatment+")")
 	}
@@ -885,6 +891,72 @@ func (r *run) queryTop(m int) error {
 	r.top = top
 	if len(r.top) > 0 {
 		r.topCut = r.top[len(r.top)-1].y
+	}
+	return nil
+}
+
+// exemplarKeySQL identifies a snapshot row in place of its trace id: the
+// snapshot holds no trace_id (its widest column, ~20% of the CREATE's CPU,
+// and read only for the few exemplars), so the slowest rows carry this key
+// and resolveExemplars looks their trace ids up.
+const exemplarKeySQL = "concat(toString(start_ns), '/', toString(" + snapshotUIDHash + "))"
+
+// resolveExemplars replaces, through a snapshot, the exemplar keys of every
+// candidate (exemplarKeySQL) with the requests' trace ids: one read of the
+// table keyed by (start_ns, cityHash64(uid)) and pruned to the seconds of
+// the rows' start_time (a few granules). Without FINAL: the duplicates of
+// a request share its uid and its trace id. A key the table no longer
+// holds (dropped by the TTL since the snapshot) loses its exemplar.
+func (r *run) resolveExemplars() error {
+	if r.a.snap == nil {
+		return nil
+	}
+	var secs, keys []string
+	seen := map[string]bool{}
+	for _, c := range r.all() {
+		for _, k := range c.cand.Exemplars {
+			ns, hash, ok := strings.Cut(k, "/")
+			if !ok {
+				return fmt.Errorf("exemplar key %q: want start_ns/uid hash", k)
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			n, err := strconv.ParseInt(ns, 10, 64)
+			if err != nil {
+				return fmt.Errorf("exemplar key %q: %w", k, err)
+			}
+			secs = append(secs, fmt.Sprintf("toDateTime(%d)", n/int64(time.Second)))
+			keys = append(keys, "("+ns+", "+hash+")")
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(secs)
+	q := fmt.Sprintf("SELECT concat(toString(start_ns), '/', toString(cityHash64(uid))) AS k, any(toString(trace_id)) FROM %s WHERE %s AND start_time IN (%s) AND (start_ns, cityHash64(uid)) IN (%s) GROUP BY k",
+		r.a.cfg.Table, r.scope, strings.Join(slices.Compact(secs), ", "), strings.Join(keys, ", "))
+	trace := make(map[string]string, len(keys))
+	err := r.query("exemplar trace ids", q, func(rows Rows) error {
+		var k, t string
+		if err := rows.Scan(&k, &t); err != nil {
+			return err
+		}
+		trace[k] = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range r.all() {
+		out := make([]string, 0, len(c.cand.Exemplars))
+		for _, k := range c.cand.Exemplars {
+			if t, ok := trace[k]; ok {
+				out = append(out, t)
+			}
+		}
+		c.cand.Exemplars = out
 	}
 	return nil
 }

@@ -283,15 +283,16 @@ func TestSnapshotColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	cols := a.snapshotColumns(map[string]string{"namespace": "prod"}, "toFloat64(ttft_ms)")
-	for _, c := range []string{"trace_id", "start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service", "namespace",
+	for _, c := range []string{"start_ns", "start_time", "host", "pod", "engine", "gpu", "model", "service", "namespace",
 		"kv_usage_max", "preemptions_during", "throttle_reasons", "engine_mean_prompt_tokens", "waiting_at_arrival", "ttft_ms"} {
 		if !slices.Contains(cols, c) {
 			t.Errorf("snapshot columns %v lack %s", cols, c)
 		}
 	}
-	// Not the uid (the snapshot holds its hash) nor a scope column the
+	// Not the uid (the snapshot holds its hash), the trace id (looked up
+	// for the exemplars alone: resolveExemplars) nor a scope column the
 	// scope does not name.
-	for _, c := range []string{"e2e_ms", "decode_ms", "attr_keys", "toFloat64", "uid", "service_instance", "source"} {
+	for _, c := range []string{"e2e_ms", "decode_ms", "attr_keys", "toFloat64", "uid", "trace_id", "service_instance", "source"} {
 		if slices.Contains(cols, c) {
 			t.Errorf("snapshot columns %v hold %s", cols, c)
 		}
