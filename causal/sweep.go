@@ -742,18 +742,16 @@ func scanThresholds(q float64) [2]float64 { return [2]float64{q, math.Max(1-5*(1
 //   - against its peers in the same stretch: Beta-Binomial with the peers'
 //     prior (method of moments, the MinCV floor), with at least 3 times
 //     their rate (material);
-//   - against its own past: its own rate before the stretch (the earlier
-//     buckets, and the preceding baseline when there is one), scaled by
-//     its peers' drift over the same times, as a Beta-Binomial predictive
-//     (Jeffreys posterior, its concentration capped by the MinCV floor,
-//     widened by the drift's own uncertainty), with at least 3 times that
+//   - against its own past, when it has fewer than two peers: its own
+//     rate before the stretch (the earlier buckets, and the preceding
+//     baseline when there is one), scaled by its peer's drift over the same
+//     times, as a Beta-Binomial predictive (Jeffreys posterior, its
+//     concentration capped by the MinCV floor), with at least 3 times that
 //     rate.
 //
 // A fault that starts midway through the window, or hits a model of two
 // engines whose peer tells little, shows in a stretch long before it
-// shows in the whole window. An entity that was faster than its peers
-// before its fault can rise fivefold on its own past and still stay below
-// three times its peers' rate: only its own past shows it.
+// shows in the whole window.
 func scanEntities(set []*screened, ts [2]float64) {
 	type found struct {
 		p, ex      float64
@@ -846,11 +844,18 @@ func scanOnce(set []*screened) {
 						}
 					}
 				}
-				// Against its own past, net of the peers' drift. With many
-				// peers too: a tuning run's degraded host (seed 944, one
-				// engine among twelve) had 5 tail requests of 1,035 before
-				// its fault against its peers' 10, and 24 after it against
-				// their 10; three times its peers' rate it never reached.
+				// Against its own past, net of the peers' drift: only where
+				// fewer than two peers make a yardstick (a model of one or
+				// two engines). With more, a scope-wide shift moves peers
+				// unevenly and the peers in the same stretch are the fairer
+				// comparison. (Tried with any number of peers: it found a
+				// tuning run's degraded host, one engine of twelve that rose
+				// fourfold on its own past but never to three times its
+				// peers' rate, seed 944, and paged four healthy engines of
+				// TestLifecycle's sixteen after its faults ended.)
+				if len(set) > 2 {
+					continue
+				}
 				own, peersPast := past(set, i, lo)
 				ppN, ppK := peersPast.n, peersPast.k
 				if own.n < 100 {

@@ -3,9 +3,7 @@ package causal
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -372,69 +370,5 @@ func TestWorseThanRest(t *testing.T) {
 	}
 	if whole := (&screened{n: 500, k: 9}); !worseThanRest(whole, 9, 500) {
 		t.Error("the whole scope: not worse than the rest")
-	}
-}
-
-// Among many peers an entity is judged against its own past too: in a
-// tuning run (seed 944) a degraded host's only engine, one of twelve, had
-// 16 requests of 1,035 above the window's P95 before its fault against
-// about 55 on each peer, and 74 after it against their 60: four times its
-// own rate, never three times its peers'. Twelve engines with an even
-// tail, over 200 trials, do not fire.
-func TestScanOwnPastAmongManyPeers(t *testing.T) {
-	const engines = 12
-	fleet := func(k func(e, b int) float64) []*screened {
-		var set []*screened
-		for e := range engines {
-			s := &screened{key: fmt.Sprintf("e%d", e)}
-			for b := range scanBuckets {
-				s.buckets = append(s.buckets, bucketCounts{n: 207, k: k(e, b)})
-			}
-			set = append(set, s)
-		}
-		return set
-	}
-	// spread puts total tail requests in buckets lo..lo+4 as evenly as
-	// counts go.
-	spread := func(total float64, b, lo int) float64 {
-		if b < lo || b >= lo+5 {
-			return 0
-		}
-		i := float64(b - lo)
-		return math.Floor(total*(i+1)/5) - math.Floor(total*i/5)
-	}
-	alpha := 0.01 / (2 * engines) / float64(2*scanBuckets*(scanBuckets+1))
-	fault := fleet(func(e, b int) float64 {
-		if e == 0 {
-			return spread(16, b, 0) + spread(74, b, 5)
-		}
-		return spread(55, b, 0) + spread(60, b, 5)
-	})
-	scanOnce(fault)
-	if e := fault[0]; e.scanWhy != "own_past" || e.scanP > alpha {
-		t.Errorf("the degraded engine: p %.3g (%q), want own_past ≤ %.3g", e.scanP, e.scanWhy, alpha)
-	}
-	for _, e := range fault[1:] {
-		if e.scanWhy != "" && e.scanP <= alpha {
-			t.Errorf("steady peer %s: p %.3g ≤ %.3g (%s)", e.key, e.scanP, alpha, e.scanWhy)
-		}
-	}
-	rng := rand.New(rand.NewPCG(9, 44))
-	for trial := range 200 {
-		even := fleet(func(int, int) float64 {
-			k := 0.0
-			for range 207 {
-				if rng.Float64() < 0.05 {
-					k++
-				}
-			}
-			return k
-		})
-		scanOnce(even)
-		for _, e := range even {
-			if e.scanWhy != "" && e.scanP <= alpha {
-				t.Fatalf("trial %d: an even tail found on %s at p %.3g ≤ %.3g (%s)", trial, e.key, e.scanP, alpha, e.scanWhy)
-			}
-		}
 	}
 }
