@@ -899,11 +899,17 @@ func (r *run) queryTop(m int) error {
 // snapshot holds no trace_id (its widest column, ~20% of the CREATE's CPU,
 // and read only for the few exemplars), so the slowest rows carry this key
 // and resolveExemplars looks their trace ids up.
-const exemplarKeySQL = "concat(toString(start_ns), '/', toString(" + snapshotUIDHash + "))"
+var exemplarKeySQL = exemplarKey(snapshotUIDHash)
+
+// exemplarKey is the SQL of a row's exemplar key, the uid hash being the
+// SQL hash.
+func exemplarKey(hash string) string {
+	return "concat(toString(start_ns), '/', toString(" + hash + "))"
+}
 
 // resolveExemplars replaces, through a snapshot, the exemplar keys of every
 // candidate (exemplarKeySQL) with the requests' trace ids: one read of the
-// table keyed by (start_ns, cityHash64(uid)) and pruned to the seconds of
+// table keyed by (start_ns, uid hash) and pruned to the seconds of
 // the rows' start_time (a few granules). Without FINAL: the duplicates of
 // a request share its uid and its trace id. A key the table no longer
 // holds (dropped by the TTL since the snapshot) loses its exemplar.
@@ -935,8 +941,8 @@ func (r *run) resolveExemplars() error {
 		return nil
 	}
 	slices.Sort(secs)
-	q := fmt.Sprintf("SELECT concat(toString(start_ns), '/', toString(cityHash64(uid))) AS k, any(toString(trace_id)) FROM %s WHERE %s AND start_time IN (%s) AND (start_ns, cityHash64(uid)) IN (%s) GROUP BY k",
-		r.a.cfg.Table, r.scope, strings.Join(slices.Compact(secs), ", "), strings.Join(keys, ", "))
+	q := fmt.Sprintf("SELECT %s AS k, any(toString(trace_id)) FROM %s WHERE %s AND start_time IN (%s) AND (start_ns, %s) IN (%s) GROUP BY k",
+		exemplarKey(uidHashSQL), r.a.cfg.Table, r.scope, strings.Join(slices.Compact(secs), ", "), uidHashSQL, strings.Join(keys, ", "))
 	trace := make(map[string]string, len(keys))
 	err := r.query("exemplar trace ids", q, func(rows Rows) error {
 		var k, t string

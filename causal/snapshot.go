@@ -112,11 +112,15 @@ func (a *Analyzer) uidHash() string {
 	if a.snap != nil {
 		return snapshotUIDHash
 	}
-	return "cityHash64(uid)"
+	return uidHashSQL
 }
 
-// snapshotUIDHash is the snapshot's column of cityHash64(uid).
-const snapshotUIDHash = "tc_uid_hash"
+// uidHashSQL is the hash of a request's uid over the requests table;
+// snapshotUIDHash is the snapshot's column holding it.
+const (
+	uidHashSQL      = "cityHash64(uid)"
+	snapshotUIDHash = "tc_uid_hash"
+)
 
 // coverage is what a question with this window and baseline reads: the
 // window, and the explicit baseline or else the BaselineLength before the
@@ -187,8 +191,8 @@ func (a *Analyzer) withSnapshot(ctx context.Context, scope map[string]string, y 
 	// columns of the fits' hundreds of expressions small (one 1M-row block
 	// held ~1 GB per query) and let every query read with all its threads.
 	cols := d.snapshotColumns(scope, y)
-	stmt := fmt.Sprintf("CREATE TEMPORARY TABLE %s ENGINE = Memory AS SELECT %s, cityHash64(uid) AS %s FROM %s FINAL WHERE %s SETTINGS max_block_size = 8192, min_insert_block_size_rows = 8192, min_insert_block_size_bytes = 0",
-		snapshotTable, strings.Join(cols, ", "), snapshotUIDHash, d.cfg.Table, strings.Join(conds, " AND "))
+	stmt := fmt.Sprintf("CREATE TEMPORARY TABLE %s ENGINE = Memory AS SELECT %s, %s AS %s FROM %s FINAL WHERE %s SETTINGS max_block_size = 8192, min_insert_block_size_rows = 8192, min_insert_block_size_bytes = 0",
+		snapshotTable, strings.Join(cols, ", "), uidHashSQL, snapshotUIDHash, d.cfg.Table, strings.Join(conds, " AND "))
 	if err := sess.Exec(ctx, stmt); err != nil {
 		sess.Close()
 		// Not permitted (a user without the right), beyond the server's
