@@ -135,7 +135,7 @@ func (a *Analyzer) placementScores(ctx context.Context, tbl string, n dag.Node, 
 ANY LEFT JOIN
 (SELECT toString(%[1]s) AS e, toFloat64(quantile(0.5)(%[3]s)) AS med, toFloat64(quantile(0.75)(%[3]s) - quantile(0.25)(%[3]s)) AS iqr, count() AS bn FROM %[4]s WHERE %[6]s GROUP BY e HAVING bn >= %[7]d) AS b
 USING e`, n.Expr, tail, out.Covariate(), tbl, win, base, min)
-	err = queryRows(ctx, a.db, "per-entity scores of "+n.Name, q, func(rows Rows) error {
+	err = QueryRows(ctx, a.db, "per-entity scores of "+n.Name, q, func(rows Rows) error {
 		var e string
 		var rate, p90, med, iqr float64
 		if err := rows.Scan(&e, &rate, &p90, &med, &iqr); err != nil {

@@ -23,7 +23,3 @@ func TopCulprit(in Incident) string {
 	}
 	return string(in.Culprits[0].Cause) + " " + EntityString(in.Culprits[0].Entity)
 }
-
-// ActsOn reports whether a culprit's entity c acts on the breached entity
-// b (an engine or a host), as the sweep attributes breaches.
-func (c Entity) ActsOn(b Entity) bool { return overlapsEntity(c, b) }

@@ -90,11 +90,6 @@ func (c storeSession) Close() error                                { return c.s.
 // QueryRows runs q on db and calls scan for each row; it closes the rows.
 // Its errors name what was read.
 func QueryRows(ctx context.Context, db Querier, what, q string, scan func(Rows) error) error {
-	return queryRows(ctx, db, what, q, scan)
-}
-
-// queryRows is QueryRows, under the name the analyzer calls it by.
-func queryRows(ctx context.Context, db Querier, what, q string, scan func(Rows) error) error {
 	rows, err := db.Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("query %s: %w", what, err)
@@ -120,7 +115,7 @@ func queryFloats(ctx context.Context, db Querier, what, q string, n int) ([]floa
 		dest[i] = &out[i]
 	}
 	got := 0
-	err := queryRows(ctx, db, what, q, func(r Rows) error {
+	err := QueryRows(ctx, db, what, q, func(r Rows) error {
 		got++
 		return r.Scan(dest...)
 	})

@@ -181,7 +181,7 @@ func (r *run) logExpr() string  { return "log(greatest(" + r.y + ", 0.001))" }
 
 func (r *run) query(what, q string, scan func(Rows) error) error {
 	t0 := time.Now()
-	err := queryRows(r.ctx, r.a.db, what, q, scan)
+	err := QueryRows(r.ctx, r.a.db, what, q, scan)
 	r.done(what, q, t0)
 	return err
 }
@@ -731,7 +731,7 @@ func focusCulprits(cs []Culprit, cands []Candidate, e Entity) []Culprit {
 	wide := scopeWideFirst(cs, cands, e)
 	var on, off []Culprit
 	for _, c := range cs {
-		if overlapsEntity(c.Entity, e) || wide && scopeWide(c.Entity) {
+		if c.Entity.ActsOn(e) || wide && scopeWide(c.Entity) {
 			on = append(on, c)
 		} else {
 			off = append(off, c)

@@ -29,7 +29,7 @@ func DiscoverScopes(ctx context.Context, db Querier, table, column string, since
 		q += fmt.Sprintf(" LIMIT %d", limit+1)
 	}
 	var vals []string
-	err = queryRows(ctx, db, "scopes", q, func(r Rows) error {
+	err = QueryRows(ctx, db, "scopes", q, func(r Rows) error {
 		var v string
 		if err := r.Scan(&v); err != nil {
 			return err

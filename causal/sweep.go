@@ -360,7 +360,7 @@ func confirmEntity(an *Analysis, b Entity, deferred bool) entityVerdict {
 		}
 		return entityScopeWide
 	}
-	if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return overlapsEntity(c.Entity, b) && credible(c, an.Candidates) }) {
+	if !slices.ContainsFunc(an.Incident.Culprits, func(c Culprit) bool { return c.Entity.ActsOn(b) && credible(c, an.Candidates) }) {
 		// Nothing measured or tested on the entity explains its tail: not
 		// confirmed (a fault-free holdout run fired with no culprit at
 		// all). Deferred, what acts on it acts on the whole scope: the
@@ -441,7 +441,7 @@ func uncovered(es []*screened, cs []Culprit) []*screened {
 	for _, e := range es {
 		covered := false
 		for _, c := range cs {
-			if overlapsEntity(c.Entity, e.ent) {
+			if c.Entity.ActsOn(e.ent) {
 				covered = true
 			}
 		}
@@ -479,9 +479,9 @@ func scopeWideFirst(cs []Culprit, cands []Candidate, b Entity) bool {
 		k, ok := cand(c)
 		switch {
 		case !ok || k.Symptom:
-		case overlapsEntity(c.Entity, b) && c.Cause == schemas.CauseEntityDegraded:
+		case c.Entity.ActsOn(b) && c.Cause == schemas.CauseEntityDegraded:
 			degraded = math.Max(degraded, c.AttributableFraction)
-		case overlapsEntity(c.Entity, b):
+		case c.Entity.ActsOn(b):
 			measured = math.Max(measured, c.AttributableFraction)
 		case scopeWide(c.Entity) && c.Cause != schemas.CauseEntityDegraded:
 			wide = math.Max(wide, c.AttributableFraction)
@@ -512,9 +512,9 @@ func credible(c Culprit, cands []Candidate) bool {
 // host, engine, pod or GPU).
 func scopeWide(e Entity) bool { return e.Host == "" && e.Pod == "" && e.GPU == "" && e.Engine == "" }
 
-// overlapsEntity reports whether a culprit's entity acts on the breached
-// entity b (an engine or a host).
-func overlapsEntity(c, b Entity) bool {
+// ActsOn reports whether a culprit's entity c acts on the breached entity
+// b (an engine or a host), as the sweep attributes breaches.
+func (c Entity) ActsOn(b Entity) bool {
 	switch {
 	case b.Pod != "" || b.Engine != "":
 		return c.Host == b.Host && (c.Pod != "" && c.Pod == b.Pod || c.Pod == "" && c.Engine != "" && c.Engine == b.Engine) ||
@@ -594,7 +594,7 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 	var out []*screened
 	read := func(kind, group, labels string) error {
 		qs := fmt.Sprintf("SELECT %s, toFloat64(count()), %s, %s FROM %s WHERE %s GROUP BY %s", labels, tail, qq, a.table(), where, group)
-		return queryRows(ctx, a.db, "entity screen", qs, func(rows Rows) error {
+		return QueryRows(ctx, a.db, "entity screen", qs, func(rows Rows) error {
 			e := &screened{kind: kind, thresholdT: t}
 			var host, pod, engine string
 			var dest []any
@@ -701,7 +701,7 @@ func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[str
 	where := scopeWhere(sc) + " AND isFinite(" + y + ") AND " + prune(ivs...) + " AND " + cond
 	q := fmt.Sprintf("SELECT toString(host), toString(pod), toString(engine), toFloat64(%s) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY host, pod, engine, tc_b",
 		bucket, y, dag.FormatFloat(ts[0]), y, dag.FormatFloat(ts[1]), a.table(), where)
-	return queryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
+	return QueryRows(ctx, a.db, "entity buckets", q, func(rows Rows) error {
 		var host, pod, engine string
 		var b, n float64
 		var k [2]float64
@@ -1064,7 +1064,7 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 	q := fmt.Sprintf("SELECT toString(model) AS m, toFloat64(count()) AS n, toString(any(service)), toFloat64(uniqExact(service)) FROM %s WHERE %s AND %s AND %s GROUP BY m ORDER BY n DESC, m LIMIT %d",
 		a.table(), scopeWhere(req.SLO.Scope), prune(req.Window), inInterval(req.Window), a.cfg.MaxScopes+1)
 	var out []map[string]string
-	err := queryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
+	err := QueryRows(ctx, a.db, "scopes", q, func(rows Rows) error {
 		var m, svc string
 		var n, nsvc float64
 		if err := rows.Scan(&m, &n, &svc, &nsvc); err != nil {

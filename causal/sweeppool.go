@@ -71,7 +71,7 @@ const snapshotChecksum = "SELECT toFloat64(count()), toString(sum(cityHash64(*))
 func readSnapshotSum(ctx context.Context, db Querier) (snapshotSum, error) {
 	var s snapshotSum
 	n := 0
-	err := queryRows(ctx, db, "snapshot checksum", snapshotChecksum, func(r Rows) error {
+	err := QueryRows(ctx, db, "snapshot checksum", snapshotChecksum, func(r Rows) error {
 		n++
 		return r.Scan(&s.rows, &s.sum)
 	})
