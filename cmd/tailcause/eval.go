@@ -35,6 +35,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	detInterval := fs.Duration("detector-interval", 0, "the replayed detector's interval (default: tailcause causal's)")
 	minEffect := fs.Float64("min-effect", 1.3, "a drawn fault must lift its own engines' P99 by this factor; weaker draws are strengthened, and runs that stay weaker are not scored")
 	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<seed>_<question>)")
+	reuse := fs.Bool("reuse", false, "ask the databases an earlier --keep run kept (same --database, --seeds or --set/--runs, --duration, --min-effect) again with this analyzer instead of running the lab: only the truth is simulated again, in memory (the lab is deterministic); they stay kept")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause eval [flags]\n\nScore the culprit ranking on randomized fault-lab fleets run through Kafka, enrich and ClickHouse, asked fleet-wide.\nThe tables go to stdout, one progress line per run to stderr.\n\nflags:")
@@ -78,6 +79,9 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 		}
 		qs = append(qs, eval.Question(q))
 	}
+	if *reuse && *detector {
+		return fmt.Errorf("%w: --reuse with --detector: the replayed detector writes incidents into the run's database; run the lab again for it", errUsage)
+	}
 	if *duration < 4*time.Minute {
 		return fmt.Errorf("%w: --duration %v: at least 4m (the healthy-before question's window is half of it)", errUsage, *duration)
 	}
@@ -86,7 +90,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	}
 	opts := eval.Options{
 		Store: sf.config(), Duration: *duration, Questions: qs, Parallel: *parallel,
-		Detector: *detector, MinEffect: *minEffect, Keep: *keep, Progress: e.stderr,
+		Detector: *detector, MinEffect: *minEffect, Keep: *keep, Reuse: *reuse, Progress: e.stderr,
 		// The components' warnings and errors only: one run's migrations,
 		// sweeps and incidents would drown the progress lines.
 		Log: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),

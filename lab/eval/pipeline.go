@@ -148,6 +148,33 @@ func FreshStore(ctx context.Context, cfg chstore.Config) (*chstore.Store, error)
 	return st, nil
 }
 
+// keptRun opens the database an earlier run of case c kept (Options.Keep)
+// and simulates the run's truth again in memory. The database must hold
+// exactly the requests of that truth: a database of another case, duration
+// or lab version is refused rather than scored against the wrong truth.
+func keptRun(ctx context.Context, cfg chstore.Config, c *faultlab.Case) (*chstore.Store, *faultlab.Truth, error) {
+	cfg.NoCreate = true
+	st, err := chstore.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reuse %s (kept by an earlier --keep run?): %w", cfg.Database, err)
+	}
+	truth, err := faultlab.Simulate(ctx, c.Config)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	var n uint64
+	if err := st.Conn().QueryRow(ctx, "SELECT count() FROM requests FINAL").Scan(&n); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("reuse %s: count its requests: %w", cfg.Database, err)
+	}
+	if int64(n) != truth.Stats.Requests {
+		st.Close()
+		return nil, nil, fmt.Errorf("reuse %s: it holds %d requests, the case simulates %d: not this case's run (another seed, --duration, --min-effect or lab version)", cfg.Database, n, truth.Stats.Requests)
+	}
+	return st, truth, nil
+}
+
 // tables lists the tables and views of the store's database (not the
 // inner tables of materialized views: they go with their view).
 func tables(ctx context.Context, st *chstore.Store) ([]string, error) {

@@ -88,6 +88,11 @@ type Options struct {
 	MinEffect float64
 	// Keep keeps each run's database.
 	Keep bool
+	// Reuse asks the databases an earlier run with Keep left (the same
+	// seeds, questions, Duration and MinEffect) again, instead of running
+	// the lab: the truth is simulated again in memory (the lab is
+	// deterministic), and the databases are kept.
+	Reuse bool
 	// Causal is the analyzer's configuration (zero: causal.DefaultConfig).
 	Causal *causal.Config
 	// Log receives the components' logs (nil: discarded).
@@ -362,19 +367,26 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 	sc := o.Store
 	sc.Database = fmt.Sprintf("%s_eval_%d_%s", o.Store.Database, seed, strings.ReplaceAll(string(q), "-", "_"))
 	sc.Logger = o.Log
-	st, err := FreshStore(ctx, sc)
+	var st *chstore.Store
+	var truth *faultlab.Truth
+	if o.Reuse {
+		st, truth, err = keptRun(ctx, sc, c)
+	} else {
+		st, err = FreshStore(ctx, sc)
+	}
 	if err != nil {
 		return fail(err)
 	}
 	defer func() {
-		if !o.Keep {
+		if !o.Keep && !o.Reuse {
 			DropDatabase(st)
 		}
 		st.Close()
 	}()
-	truth, err := RunLab(ctx, o.Log, st, c.Config, nil)
-	if err != nil {
-		return fail(err)
+	if truth == nil {
+		if truth, err = RunLab(ctx, o.Log, st, c.Config, nil); err != nil {
+			return fail(err)
+		}
 	}
 	r.LabSeconds = time.Since(t0).Seconds()
 	r.FaultFree = len(truth.Faults) == 0

@@ -748,7 +748,7 @@ func Screen(ctx context.Context, c *Case, minRatio float64, maxSims int) (*Fault
 	}
 	d := c.fault
 	for sim := 1; ; sim++ {
-		tr, err := Run(ctx, c.Config, discardSink{})
+		tr, err := Simulate(ctx, c.Config)
 		c.Screened = sim
 		if err != nil {
 			return nil, fmt.Errorf("screen case %d: %w", c.Seed, err)
@@ -781,6 +781,13 @@ func Screen(ctx context.Context, c *Case, minRatio float64, maxSims int) (*Fault
 		}
 		c.Config.Scenario = &sc
 	}
+}
+
+// Simulate runs cfg in memory, its telemetry discarded, and returns the
+// ground truth: the truth of a Run of the same cfg into any sink (the
+// simulation is deterministic).
+func Simulate(ctx context.Context, cfg Config) (*Truth, error) {
+	return Run(ctx, cfg, discardSink{})
 }
 
 type discardSink struct{}
