@@ -345,6 +345,11 @@ type Request struct {
 	// IncidentID is written into the document when it fires; empty means
 	// one derived from the scope and the window (IncidentID).
 	IncidentID string
+	// Scopes is how many scopes a sweep asks together with this one (0 or
+	// 1: this one alone): the scope's own time scan (tailScan) shares its
+	// false-alarm rate among them, as the entity scan shares its rate
+	// among every entity the sweep tests.
+	Scopes int
 }
 
 // ScopeColumns are the requests columns a scope may select on.

@@ -179,7 +179,14 @@ func TestScopeScan(t *testing.T) {
 		}
 		return b
 	}
-	alpha := DefaultConfig().EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
+	alpha := scopeScanAlpha(DefaultConfig().EntityAlpha, 1)
+	if want := DefaultConfig().EntityAlpha / float64(2*scanBuckets*(scanBuckets+1)); alpha != want || scopeScanAlpha(DefaultConfig().EntityAlpha, 0) != want {
+		t.Errorf("one scope's scan level %.3g, want %.3g", alpha, want)
+	}
+	// A sweep of three models shares the rate among them.
+	if got := scopeScanAlpha(DefaultConfig().EntityAlpha, 3); math.Abs(got-alpha/3) > 1e-12 {
+		t.Errorf("three scopes' scan level %.3g, want %.3g", got, alpha/3)
+	}
 	xid := counts([]float64{588, 633, 571, 718, 399, 655, 435, 377, 497, 617},
 		[]float64{0, 0, 0, 0, 13, 15, 12, 14, 0, 0}, []float64{3, 5, 1, 5, 55, 71, 76, 54, 3, 1})
 	tails := [2]float64{0.01, 0.05}

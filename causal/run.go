@@ -483,8 +483,8 @@ func (r *run) breachStart() (start, end time.Time, ok bool, err error) {
 // stretches, the requests above the window's quantile (and above the
 // lower scan threshold) counted in each, and every run of stretches
 // after the first tested against the scope's own rate before it
-// (ownPastSF), Bonferroni-corrected over the runs and both thresholds at
-// Config.EntityAlpha. It returns the significant run, at least
+// (ownPastSF), Bonferroni-corrected over the runs, both thresholds and the
+// sweep's scopes (Request.Scopes) at Config.EntityAlpha. It returns the significant run, at least
 // MinBreachStretch long, with the most excess tail (scopeScan); whether
 // it is a breach (material) is for the breach rule, against the time
 // before it.
@@ -518,14 +518,20 @@ func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
 		return from, to, 1, false, err
 	}
 	minLen := int((r.cfg.MinBreachStretch + time.Duration(width) - 1) / time.Duration(width))
-	alpha := r.cfg.EntityAlpha / float64(2*scanBuckets*(scanBuckets+1))
-	lo, hi, best, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, alpha)
+	lo, hi, best, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, scopeScanAlpha(r.cfg.EntityAlpha, r.req.Scopes))
 	if !found {
 		return from, to, best, false, nil
 	}
 	from = time.Unix(0, r.win.Start.UnixNano()+int64(lo)*width).UTC()
 	to = time.Unix(0, min(r.win.Start.UnixNano()+int64(hi+1)*width, r.win.End.UnixNano())).UTC()
 	return from, to, best, true, nil
+}
+
+// scopeScanAlpha is the level of each test of a scope's time scan: the
+// false-alarm rate alpha shared among the runs of stretches, both
+// thresholds and the scopes a sweep asks together.
+func scopeScanAlpha(alpha float64, scopes int) float64 {
+	return alpha / float64(2*scanBuckets*(scanBuckets+1)*max(scopes, 1))
 }
 
 // scopeScan is tailScan's search over its counts (one row per scan

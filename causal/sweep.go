@@ -172,7 +172,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	all := make([]*scoped, len(scopes))
 	err = pool.run(ctx, len(scopes), func(ctx context.Context, a *Analyzer, i int) error {
 		sc := scopes[i]
-		r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline}
+		r := Request{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, Scopes: len(scopes)}
 		r.SLO.Scope = sc
 		an, err := a.Analyze(ctx, r)
 		if err != nil {
