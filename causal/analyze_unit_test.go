@@ -276,3 +276,19 @@ func TestDegradedHostsTakesTheFocus(t *testing.T) {
 		t.Error("focusOn: the focused engine only")
 	}
 }
+
+// TestSlowestFirst: the m slowest rows, slowest first, ties in the order
+// the server sent them (what ORDER BY … DESC LIMIT m gives up to its
+// arbitrary order of ties).
+func TestSlowestFirst(t *testing.T) {
+	rows := []topRow{{y: 3, trace: "a"}, {y: 9, trace: "b"}, {y: 5, trace: "c"}, {y: 9, trace: "d"}, {y: 0, trace: "e"}, {y: 5, trace: "f"}, {y: 7, trace: "g"}}
+	for m, want := range map[int]string{0: "", 1: "b", 3: "bdg", 5: "bdgcf", 7: "bdgcfae", 9: "bdgcfae"} {
+		got := ""
+		for _, r := range slowestFirst(rows, m) {
+			got += r.trace
+		}
+		if got != want {
+			t.Errorf("m = %d: %q, want %q", m, got, want)
+		}
+	}
+}

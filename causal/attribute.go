@@ -848,8 +848,14 @@ func (r *run) queryTop(m int) error {
 	for _, c := range r.causes {
 		cols = append(cols, "toFloat64("+c.treatment+")")
 	}
-	read := func(where string) ([]topRow, error) {
+	// read sends the rows of where, sorted by ClickHouse and cut to m
+	// unless sorted is false: then the rows (those at or above the frame's
+	// cut, at least m and barely more) are sorted here.
+	read := func(where string, sorted bool) ([]topRow, error) {
 		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY tc_v DESC LIMIT %d", strings.Join(cols, ", "), r.table(), where, m)
+		if !sorted {
+			q = fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(cols, ", "), r.table(), where)
+		}
 		top := r.top[:0]
 		err := r.query("slowest window requests", q, func(rows Rows) error {
 			t := topRow{vals: make([]float64, len(r.causes))}
@@ -863,24 +869,30 @@ func (r *run) queryTop(m int) error {
 			top = append(top, t)
 			return nil
 		})
+		if err == nil && !sorted {
+			top = slowestFirst(top, m)
+		}
 		return top, err
 	}
 	where := r.winWhere()
 	cut, ok := 0.0, false
 	if sa := r.gofit.shared; sa != nil {
 		// The frame knows the m-th slowest: only the rows at or above it
-		// are read (ties at the cut are as arbitrary as they were).
+		// are read (ties at the cut are as arbitrary as they were), and
+		// sorted here: ClickHouse's ORDER BY … LIMIT of the ~20 columns
+		// cost as much again as selecting them (10M rows: 0.9 s of server
+		// CPU against 0.45 s; slowestFirst sorts the 200k rows in ~0.05 s).
 		if cut, ok = sa.topCut(m); ok {
 			where += " AND " + r.y + " >= " + dag.FormatFloat(cut)
 		}
 	}
-	top, err := read(where)
+	top, err := read(where, !ok)
 	if err != nil {
 		return err
 	}
 	if ok && checkSharedSQL {
 		r.top = nil
-		all, err := read(r.winWhere())
+		all, err := read(r.winWhere(), true)
 		if err != nil {
 			return err
 		}
@@ -893,6 +905,36 @@ func (r *run) queryTop(m int) error {
 		r.topCut = r.top[len(r.top)-1].y
 	}
 	return nil
+}
+
+// slowestFirst returns the m slowest of rows, slowest first; ties keep
+// their order in rows (the server's, as arbitrary as ORDER BY's). It sorts
+// (outcome, index) pairs and gathers the rows once: a stable sort of the
+// rows themselves moved ~100 bytes a swap (200k rows: ~0.4 s against
+// ~0.05 s).
+func slowestFirst(rows []topRow, m int) []topRow {
+	type key struct {
+		y float64 // finite: the scope's rows have a finite outcome
+		i int
+	}
+	ks := make([]key, len(rows))
+	for i, t := range rows {
+		ks[i] = key{t.y, i}
+	}
+	slices.SortFunc(ks, func(a, b key) int {
+		switch {
+		case a.y > b.y:
+			return -1
+		case a.y < b.y:
+			return 1
+		}
+		return a.i - b.i
+	})
+	out := make([]topRow, min(len(ks), m))
+	for k := range out {
+		out[k] = rows[ks[k].i]
+	}
+	return out
 }
 
 // exemplarKeySQL identifies a snapshot row in place of its trace id: the

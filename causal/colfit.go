@@ -405,9 +405,10 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	var typed []string // the atoms whose argument's type is asked
 	types := map[string]string{}
 	var place *col // the first read's placement group codes (derive)
+	kept := -1     // the frame's rows, counted with the placement groups
 	if f.derive && f.chunks == nil && f.derived == nil {
 		var err error
-		if place, newLabels, err = r.placeGroups(all, newLabels, newNums, types); err != nil {
+		if place, newLabels, kept, err = r.placeGroups(all, f.sample, newLabels, newNums, types); err != nil {
 			return err
 		}
 	}
@@ -475,7 +476,10 @@ func (r *run) readFrame(nums, labels map[string]bool) error {
 	}
 	if f.chunks == nil && r.a.snap != nil {
 		rows = int(r.a.snap.reads.SnapshotRows) // before the first read: at most the snapshot's
-		if f.sample != "" && rows > 0 && budget/rows < len(cols) {
+		switch {
+		case f.sample != "" && kept >= 0:
+			rows = kept // counted by the placement groups' scan
+		case f.sample != "" && rows > 0 && budget/rows < len(cols):
 			// A sampled frame holds a fraction of them: counted, so that
 			// it is read in as few scans of the snapshot as it needs.
 			n, err := r.floats("frame rows", "SELECT toFloat64(count()) FROM "+from, 1)
@@ -784,10 +788,12 @@ func (f *colFrame) deriveLabels(ci int, groups []uint32) error {
 // placeGroups reads the placement groups of the frame's rows (with the
 // types of the numeric atoms' arguments, for narrowAtom), numbers them,
 // and registers every label of labels that is a function of them
-// (placeLabel) as derived; it returns the column of the rows' group codes
-// and the labels still to read. Two groups of one cityHash64 (never seen)
-// fail the read: the fits then run in SQL.
-func (r *run) placeGroups(from string, labels, nums []string, types map[string]string) (*col, []string, error) {
+// (placeLabel) as derived; it returns the column of the rows' group codes,
+// the labels still to read, and with a sample condition the number of rows
+// of from it keeps (the sampled frame's rows, counted in the same scan;
+// −1 without one). Two groups of one cityHash64 (never seen) fail the
+// read: the fits then run in SQL.
+func (r *run) placeGroups(from, sample string, labels, nums []string, types map[string]string) (*col, []string, int, error) {
 	f := r.gofit.frame
 	sel := []string{"toString(host)", "toString(pod)", "toString(engine)", "toString(gpu)", "toString(model)", "cityHash64(host, pod, engine, gpu, model)"}
 	var typed []string
@@ -801,6 +807,7 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		cols [5]string
 		hash uint64
 		n    [2]float64 // window and baseline rows, when sampled
+		kept float64    // rows the sample keeps
 	}
 	if f.sampleBits > 0 {
 		// The frame holds a sample of the rows below the tail: the
@@ -810,6 +817,9 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 			base = inInterval(*r.base)
 		}
 		sel = append(sel, "toFloat64(countIf("+r.inWin()+"))", "toFloat64(countIf("+base+"))")
+	}
+	if sample != "" {
+		sel = append(sel, "toFloat64(countIf("+sample+"))")
 	}
 	var groups []group
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " GROUP BY host, pod, engine, gpu, model"
@@ -823,6 +833,9 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		if f.sampleBits > 0 {
 			dest = append(dest, &g.n[0], &g.n[1])
 		}
+		if sample != "" {
+			dest = append(dest, &g.kept)
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
@@ -833,10 +846,18 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
+	}
+	kept := -1
+	if sample != "" {
+		n := 0.0
+		for _, g := range groups {
+			n += g.kept
+		}
+		kept = int(n)
 	}
 	if len(groups) == 0 {
-		return nil, labels, nil
+		return nil, labels, kept, nil
 	}
 	slices.SortFunc(groups, func(a, b group) int { return slices.Compare(a.cols[:], b.cols[:]) })
 	if f.sampleBits > 0 {
@@ -849,7 +870,7 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 	seen := map[uint64]bool{}
 	for i, g := range groups {
 		if seen[g.hash] {
-			return nil, nil, fmt.Errorf("two placement groups hash to %d", g.hash)
+			return nil, nil, 0, fmt.Errorf("two placement groups hash to %d", g.hash)
 		}
 		seen[g.hash] = true
 		hs[i], codes[i] = strconv.FormatUint(g.hash, 10), strconv.Itoa(i+1)
@@ -888,7 +909,7 @@ func (r *run) placeGroups(from string, labels, nums []string, types map[string]s
 		c.sql, c.width = "toFloat32("+expr+")", 4
 	}
 	f.placeAtom = c.num
-	return c, rest, nil
+	return c, rest, kept, nil
 }
 
 // permOf is the order of chunk ci: its permutation, or the identity.

@@ -48,6 +48,7 @@ type run struct {
 	degraded      []*causeRun
 	splits        []*causeRun
 	spans         []float64       // arrivalSpans: window, baseline seconds
+	pair          *countPair      // the preceding hour's count, read with the window's
 	mediated      map[string]bool // mediates, memoized
 	qseries       *qseries        // quantileSeries, memoized
 	gofit         goFits          // the fits' columns and sums in Go (colfit.go)
@@ -221,6 +222,30 @@ func (r *run) done(what, q string, t0 time.Time) {
 	r.a.log.Debug("causal query", "what", what, "duration", d, "sql_bytes", len(q))
 }
 
+// countPair is what one scan of a window and a baseline returns: each
+// one's count of rows and the seconds between its first and last arrival
+// (arrivalSpans).
+type countPair struct {
+	win, base   Interval
+	nWin, nBase int
+	spans       []float64
+}
+
+// countPair counts the rows of win and of base, and their arrival spans,
+// in one scan: each count is r.count's of whereIn(iv) (the pruning bounds of
+// each interval kept in its countIf), the spans arrivalSpans' query over
+// whereIn(win, base).
+func (r *run) countPair(win, base Interval) (*countPair, error) {
+	in := func(iv Interval) string { return "(" + prune(iv) + " AND " + inInterval(iv) + ")" }
+	q := fmt.Sprintf("SELECT toFloat64(countIf(%[1]s)), toFloat64(countIf(%[2]s)), toFloat64(maxIf(start_ns, %[3]s)) - toFloat64(minIf(start_ns, %[3]s)), toFloat64(maxIf(start_ns, %[4]s)) - toFloat64(minIf(start_ns, %[4]s)) FROM %[5]s WHERE %[6]s",
+		in(win), in(base), inInterval(win), inInterval(base), r.table(), r.whereIn(win, base))
+	v, err := r.floats("counts", q, 4)
+	if err != nil {
+		return nil, err
+	}
+	return &countPair{win: win, base: base, nWin: int(v[0]), nBase: int(v[1]), spans: []float64{v[2] / 1e9, v[3] / 1e9}}, nil
+}
+
 func (r *run) count(where string) (int, error) {
 	v, err := r.floats("count", "SELECT toFloat64(count()) FROM "+r.table()+" WHERE "+where, 1)
 	if err != nil {
@@ -254,6 +279,39 @@ func (r *run) quantile(where string, n int) (stats.QuantileCI, error) {
 	return stats.QuantileIntervalTop(n, vals, r.q, r.cfg.Level)
 }
 
+// quantilePair is quantile's answer for the nWin rows of win and the nBase
+// rows of base, from one scan: the slowest of each as
+// groupArraySortedIf(m)(−y, in iv), the m smallest of −y, each iv's
+// condition r.count's (negating is exact, so the values are those of
+// ORDER BY … DESC LIMIT m).
+func (r *run) quantilePair(win, base Interval, nWin, nBase int) (w, b stats.QuantileCI, err error) {
+	var ms [2]int
+	for i, n := range []int{nWin, nBase} {
+		l, _, err := stats.QuantileRanks(n, r.q, r.cfg.Level)
+		if err != nil {
+			return w, b, err
+		}
+		ms[i] = n - l + 1
+	}
+	in := func(iv Interval) string { return "(" + prune(iv) + " AND " + inInterval(iv) + ")" }
+	q := fmt.Sprintf("SELECT groupArraySortedIf(%d)(-%s, %s), groupArraySortedIf(%d)(-%s, %s) FROM %s WHERE %s",
+		ms[0], r.y, in(win), ms[1], r.y, in(base), r.table(), r.whereIn(win, base))
+	var vals [2][]float64
+	if err := r.query("slowest requests", q, func(rows Rows) error { return rows.Scan(&vals[0], &vals[1]) }); err != nil {
+		return w, b, err
+	}
+	for i := range vals {
+		for j := range vals[i] {
+			vals[i][j] = -vals[i][j]
+		}
+	}
+	if w, err = stats.QuantileIntervalTop(nWin, vals[0], r.q, r.cfg.Level); err != nil {
+		return w, b, err
+	}
+	b, err = stats.QuantileIntervalTop(nBase, vals[1], r.q, r.cfg.Level)
+	return w, b, err
+}
+
 // --- the analysis ------------------------------------------------------------
 
 func (r *run) analyze() error {
@@ -261,7 +319,21 @@ func (r *run) analyze() error {
 		return err
 	}
 	var err error
-	if r.nWin, err = r.count(r.winWhere()); err != nil {
+	// The window's count (and the baseline's, and their arrival spans)
+	// with the baseline's in one scan when there is one: the preceding
+	// hour's, read by resolveBaseline, or read now.
+	pair := r.pair
+	if r.base != nil && (pair == nil || pair.win != r.win || pair.base != *r.base) {
+		if pair, err = r.countPair(r.win, *r.base); err != nil {
+			return err
+		}
+	}
+	if r.base == nil {
+		pair = nil
+	}
+	if pair != nil {
+		r.nWin = pair.nWin
+	} else if r.nWin, err = r.count(r.winWhere()); err != nil {
 		return err
 	}
 	minN := max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level))
@@ -270,21 +342,20 @@ func (r *run) analyze() error {
 		r.insufficient = true
 		return nil
 	}
-	if r.winQ, err = r.quantile(r.winWhere(), r.nWin); err != nil {
-		return err
-	}
 	if r.base != nil {
-		if r.nBase, err = r.count(r.whereIn(*r.base)); err != nil {
-			return err
-		}
-		if r.nBase >= max(r.cfg.MinBaselineRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
-			if r.baseQ, err = r.quantile(r.whereIn(*r.base), r.nBase); err != nil {
-				return err
-			}
-		} else {
+		r.nBase, r.spans = pair.nBase, pair.spans
+		if r.nBase < max(r.cfg.MinBaselineRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
 			r.note("baseline %s holds %d requests, fewer than %d: analysed without a baseline", fmtInterval(*r.base), r.nBase, r.cfg.MinBaselineRequests)
 			r.base, r.baseSource, r.nBase = nil, BaselineNone, 0
 		}
+	}
+	// Both P99 intervals from one scan when there is a baseline.
+	if r.base != nil {
+		if r.winQ, r.baseQ, err = r.quantilePair(r.win, *r.base, r.nWin, r.nBase); err != nil {
+			return err
+		}
+	} else if r.winQ, err = r.quantile(r.winWhere(), r.nWin); err != nil {
+		return err
 	}
 	if f := r.req.Focus; f != nil {
 		r.breach = stats.Breach{Breached: true, Reasons: []string{f.Level}}
@@ -406,10 +477,12 @@ func (r *run) resolveBaseline() error {
 		return nil
 	}
 	pre := Interval{Start: r.win.Start.Add(-r.cfg.BaselineLength), End: r.win.Start}
-	n, err := r.count(r.whereIn(pre))
+	pair, err := r.countPair(r.win, pre)
 	if err != nil {
 		return err
 	}
+	n := pair.nBase
+	r.pair = pair
 	if n >= r.cfg.MinBaselineRequests {
 		r.base, r.baseSource = &pre, BaselinePreceding
 		return nil
