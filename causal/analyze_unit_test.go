@@ -190,11 +190,11 @@ func TestScopeScan(t *testing.T) {
 	xid := counts([]float64{588, 633, 571, 718, 399, 655, 435, 377, 497, 617},
 		[]float64{0, 0, 0, 0, 13, 15, 12, 14, 0, 0}, []float64{3, 5, 1, 5, 55, 71, 76, 54, 3, 1})
 	tails := [2]float64{0.01, 0.05}
-	if lo, hi, p, ok := scopeScan(xid, [2]bucketCounts{}, tails, 1, alpha); lo != 4 || hi != 7 || !ok || !(p < alpha) {
+	if lo, hi, p, ok := scopeScan(xid, tails, 1, alpha); lo != 4 || hi != 7 || !ok || !(p < alpha) {
 		t.Errorf("XID bursts: stretches %d–%d at p %.3g (%v), want 4–7 below %.3g", lo, hi, p, ok, alpha)
 	}
 	// A run may not be shorter than minLen stretches.
-	if lo, hi, _, ok := scopeScan(xid, [2]bucketCounts{}, tails, 5, alpha); !ok || hi-lo+1 < 5 {
+	if lo, hi, _, ok := scopeScan(xid, tails, 5, alpha); !ok || hi-lo+1 < 5 {
 		t.Errorf("minLen 5: stretches %d–%d (%v)", lo, hi, ok)
 	}
 	// The breach's extent, not its worst part: a power cap from the second
@@ -202,14 +202,14 @@ func TestScopeScan(t *testing.T) {
 	// significant (over the P99), is found whole (over the P95).
 	pcap := counts([]float64{623, 611, 690, 575, 700, 577, 522, 584, 609, 637},
 		[]float64{0, 2, 3, 5, 8, 3, 2, 10, 0, 28}, []float64{8, 15, 27, 32, 43, 18, 25, 38, 23, 77})
-	if lo, hi, _, ok := scopeScan(pcap, [2]bucketCounts{}, tails, 1, alpha); !ok || lo != 1 || hi != 9 {
+	if lo, hi, _, ok := scopeScan(pcap, tails, 1, alpha); !ok || lo != 1 || hi != 9 {
 		t.Errorf("power cap: stretches %d–%d (%v), want 1–9", lo, hi, ok)
 	}
 	// A handful of requests above the P99 at the window's end, the P95
 	// unmoved (a fault-free tuning run, seed 902): not a breach.
 	outliers := counts([]float64{531, 540, 597, 565, 711, 601, 568, 622, 636, 616},
 		[]float64{1, 4, 6, 5, 9, 2, 2, 5, 6, 19}, []float64{26, 25, 22, 29, 48, 27, 21, 27, 41, 33})
-	if lo, hi, p, ok := scopeScan(outliers, [2]bucketCounts{}, tails, 1, alpha); ok {
+	if lo, hi, p, ok := scopeScan(outliers, tails, 1, alpha); ok {
 		t.Errorf("P99 outliers alone: stretches %d–%d at p %.3g, want no breach", lo, hi, p)
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -227,7 +227,7 @@ func TestScopeScan(t *testing.T) {
 				}
 			}
 		}
-		if _, _, p, ok := scopeScan(counts(n, k0, k1), [2]bucketCounts{}, tails, 1, alpha); ok || p <= alpha {
+		if _, _, p, ok := scopeScan(counts(n, k0, k1), tails, 1, alpha); ok || p <= alpha {
 			t.Fatalf("trial %d: an even tail found at p %.3g ≤ %.3g", trial, p, alpha)
 		}
 	}
