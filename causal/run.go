@@ -322,14 +322,13 @@ func (r *run) analyze() error {
 	// The window's count (and the baseline's, and their arrival spans)
 	// with the baseline's in one scan when there is one: the preceding
 	// hour's, read by resolveBaseline, or read now.
-	pair := r.pair
-	if r.base != nil && (pair == nil || pair.win != r.win || pair.base != *r.base) {
-		if pair, err = r.countPair(r.win, *r.base); err != nil {
-			return err
+	var pair *countPair
+	if r.base != nil {
+		if pair = r.pair; pair == nil || pair.win != r.win || pair.base != *r.base {
+			if pair, err = r.countPair(r.win, *r.base); err != nil {
+				return err
+			}
 		}
-	}
-	if r.base == nil {
-		pair = nil
 	}
 	if pair != nil {
 		r.nWin = pair.nWin

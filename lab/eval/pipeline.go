@@ -149,19 +149,22 @@ func FreshStore(ctx context.Context, cfg chstore.Config) (*chstore.Store, error)
 }
 
 // keptRun opens the database an earlier run of case c kept (Options.Keep)
-// and simulates the run's truth again in memory. The database must hold
-// exactly the requests of that truth: a database of another case, duration
-// or lab version is refused rather than scored against the wrong truth.
-func keptRun(ctx context.Context, cfg chstore.Config, c *faultlab.Case) (*chstore.Store, *faultlab.Truth, error) {
+// and returns it with the run's truth: the screened truth when screening
+// simulated the case (CaseFor), else simulated now, in memory. The
+// database must hold exactly the requests of that truth: a database of
+// another case, duration or lab version is refused rather than scored
+// against the wrong truth.
+func keptRun(ctx context.Context, cfg chstore.Config, c *faultlab.Case, truth *faultlab.Truth) (*chstore.Store, *faultlab.Truth, error) {
 	cfg.NoCreate = true
 	st, err := chstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reuse %s (kept by an earlier --keep run?): %w", cfg.Database, err)
 	}
-	truth, err := faultlab.Simulate(ctx, c.Config)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
+	if truth == nil {
+		if truth, err = faultlab.Simulate(ctx, c.Config); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
 	}
 	var n uint64
 	if err := st.Conn().QueryRow(ctx, "SELECT count() FROM requests FINAL").Scan(&n); err != nil {

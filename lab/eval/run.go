@@ -313,19 +313,22 @@ const screenSims = 5
 
 // CaseFor draws the case of a seed for a question of a run of length d,
 // screened so that its fault shows in its own entity's P99 by minEffect.
-func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minEffect float64) (*faultlab.Case, error) {
+// It returns the truth of the screened case too (nil for a fault-free
+// case, which screening does not simulate).
+func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minEffect float64) (*faultlab.Case, *faultlab.Truth, error) {
 	ro := faultlab.RandomOptions{Window: d}
 	if q == HealthyBefore {
 		ro = faultlab.RandomOptions{Window: d - d/2, HealthyPrefix: d / 2}
 	}
 	c, err := faultlab.RandomCase(seed, ro)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := faultlab.Screen(ctx, c, minEffect, screenSims); err != nil {
-		return nil, err
+	truth, err := faultlab.Screen(ctx, c, minEffect, screenSims)
+	if err != nil {
+		return nil, nil, err
 	}
-	return c, nil
+	return c, truth, nil
 }
 
 // Confounded says whether a run is confounded: it has a decoy, or its
@@ -359,7 +362,7 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 			run = fail(fmt.Errorf("panic: %v", p))
 		}
 	}()
-	c, err := CaseFor(ctx, seed, q, o.Duration, o.MinEffect)
+	c, screened, err := CaseFor(ctx, seed, q, o.Duration, o.MinEffect)
 	if err != nil {
 		return fail(err)
 	}
@@ -370,7 +373,7 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 	var st *chstore.Store
 	var truth *faultlab.Truth
 	if o.Reuse {
-		st, truth, err = keptRun(ctx, sc, c)
+		st, truth, err = keptRun(ctx, sc, c, screened)
 	} else {
 		st, err = FreshStore(ctx, sc)
 	}

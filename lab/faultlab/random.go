@@ -740,9 +740,10 @@ func overlaps(f *fleet, a, b Target) bool {
 // is marked Weak. The strength a cause needs depends on the fleet (a KV
 // cache lost on an idle engine, a long-context tenant pinned to a model's
 // only engine hardly show), which the magnitude ranges alone cannot know.
-// A fault-free case is returned unchanged. It returns the effect of the
-// fault as the case now stands.
-func Screen(ctx context.Context, c *Case, minRatio float64, maxSims int) (*FaultEffect, error) {
+// A fault-free case is returned unchanged. It returns the truth of the
+// case as it now stands (nil for a fault-free case, which it does not
+// simulate): the truth of any run of it, the fault's effect included.
+func Screen(ctx context.Context, c *Case, minRatio float64, maxSims int) (*Truth, error) {
 	if c.FaultFree || c.fault == nil {
 		return nil, nil
 	}
@@ -756,11 +757,11 @@ func Screen(ctx context.Context, c *Case, minRatio float64, maxSims int) (*Fault
 		ef := tr.Faults[0].Effect
 		if ef != nil && ef.P99Ratio >= minRatio {
 			c.Weak = false
-			return ef, nil
+			return tr, nil
 		}
 		if sim >= maxSims {
 			c.Weak = true
-			return ef, nil
+			return tr, nil
 		}
 		switch {
 		case d.u < 0.95:

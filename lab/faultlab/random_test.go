@@ -290,10 +290,11 @@ func TestRandomScreen(t *testing.T) {
 			continue // keep the test quick
 		}
 		n++
-		ef, err := Screen(context.Background(), c, 1.3, 4)
+		screened, err := Screen(context.Background(), c, 1.3, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
+		ef := screened.Faults[0].Effect
 		if c.Screened < 1 || (!c.Weak && ef.P99Ratio < 1.3) {
 			t.Errorf("seed %d: %d simulations, weak %v, ratio %v", s, c.Screened, c.Weak, ef.P99Ratio)
 		}
@@ -301,8 +302,8 @@ func TestRandomScreen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tr.Faults[0].Effect; *got != *ef {
-			t.Errorf("seed %d: run effect %+v, screened %+v", s, got, ef)
+		if got := tr.Faults[0].Effect; *got != *ef || tr.Stats.Requests != screened.Stats.Requests {
+			t.Errorf("seed %d: run effect %+v and %d requests, screened %+v and %d", s, got, tr.Stats.Requests, ef, screened.Stats.Requests)
 		}
 	}
 }
