@@ -679,6 +679,12 @@ func (a *Analyzer) screenScope(ctx context.Context, sc map[string]string, win In
 // time scan.
 const scanBuckets = 10
 
+// ownPastPeersRatio is how far above its peers' rate a stretch must be
+// (less than the peers test's 3 times) when its own past decides: at
+// least 3 times its ratio to the peers before, and significant against
+// its own rate before, net of the peers' drift.
+const ownPastPeersRatio = 1.5
+
 // readBuckets fills each entity's per-stretch counts (and those before the
 // window, when the scope has a preceding baseline).
 func (a *Analyzer) readBuckets(ctx context.Context, ents []*screened, sc map[string]string, win Interval, pre *Interval, y string, ts [2]float64) error {
@@ -741,7 +747,13 @@ func scanThresholds(q float64) [2]float64 { return [2]float64{q, math.Max(1-5*(1
 //
 //   - against its peers in the same stretch: Beta-Binomial with the peers'
 //     prior (method of moments, the MinCV floor), with at least 3 times
-//     their rate (material);
+//     their rate (material); or, from 1.5 to 3 times their rate and at
+//     least 3 times its own ratio to them before, against its own past as
+//     below (significant there): a pod that was faster than its peers and
+//     turned twice as slow as them changed, though the peers' spread
+//     cannot show it (tuning seeds 1330, 1334, 1368: power caps and a
+//     prefix-cache fault at 1.5–2.2 times the peers' rate, p 10⁻¹⁰–10⁻²⁵
+//     against the pod's own past);
 //   - against its own past, when it has fewer than two peers: its own
 //     rate before the stretch (the earlier buckets, and the preceding
 //     baseline when there is one), scaled by its peer's drift over the same
@@ -818,6 +830,35 @@ func scanOnce(set []*screened) {
 					continue
 				}
 				tests++
+				// ownPast is the stretch against the entity's own rate before
+				// it, net of the peers' drift (ok false under its floors).
+				ownPast := func() (p, mu float64, ok bool) {
+					own, peersPast := past(set, i, lo)
+					ppN, ppK := peersPast.n, peersPast.k
+					if own.n < 100 {
+						return 1, 0, false
+					}
+					drift := 1.0
+					if ppN > 0 && pn > 0 {
+						drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
+					}
+					mu, sPast := ownPastPrior(own, drift)
+					if ke/ne < 3*mu {
+						return 1, mu, false
+					}
+					if ppN > 0 && pn > 0 {
+						// The drift is measured, not known: a burst that lifts
+						// both engines' tails shows in the peer's few tail
+						// requests, and scaling by their rate as if exact makes
+						// a chance split of the burst look like a change. The
+						// yardstick's spread is the past rate's and the drift's
+						// together (log-normal: their log variances, trigamma
+						// of the Jeffreys counts, add).
+						cv2 := (1+1/(mu*sPast))*math.Exp(trigamma(pk+0.5)+trigamma(ppK+0.5)) - 1
+						sPast = math.Min(1/(cv2*mu), sPast)
+					}
+					return betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast), mu, true
+				}
 				// Against the peers in the same stretch, and worse than it
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
@@ -838,9 +879,17 @@ func scanOnce(set []*screened) {
 					// had, by chance, 9 of 2,956 in the window, its own
 					// rate barely moved (28 of 738), in a fault-free tuning
 					// run.
-					if ke/ne >= 3*rate && ke/ne >= 2*rate*before && ke/ne >= 2*(ownBefore.k+0.5)/(ownBefore.n+1) {
-						if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
-							best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
+					if ke/ne >= 2*rate*before && ke/ne >= 2*(ownBefore.k+0.5)/(ownBefore.n+1) {
+						pPeers := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc)
+						switch {
+						case ke/ne >= 3*rate:
+							if pPeers < best {
+								best, from, to, why, bestEx = pPeers, lo, hi, "peers", ke-ne*mu
+							}
+						case ke/ne >= ownPastPeersRatio*rate && ke/ne >= 3*rate*before:
+							if p, muOwn, ok := ownPast(); ok && p < best {
+								best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*muOwn
+							}
 						}
 					}
 				}
@@ -856,32 +905,7 @@ func scanOnce(set []*screened) {
 				if len(set) > 2 {
 					continue
 				}
-				own, peersPast := past(set, i, lo)
-				ppN, ppK := peersPast.n, peersPast.k
-				if own.n < 100 {
-					continue
-				}
-				drift := 1.0
-				if ppN > 0 && pn > 0 {
-					drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
-				}
-				mu, sPast := ownPastPrior(own, drift)
-				if ke/ne < 3*mu {
-					continue
-				}
-				if ppN > 0 && pn > 0 {
-					// The drift is measured, not known: a burst that lifts
-					// both engines' tails shows in the peer's few tail
-					// requests, and scaling by their rate as if exact makes
-					// a chance split of the burst look like a change. The
-					// yardstick's spread is the past rate's and the drift's
-					// together (log-normal: their log variances, trigamma
-					// of the Jeffreys counts, add).
-					cv2 := (1+1/(mu*sPast))*math.Exp(trigamma(pk+0.5)+trigamma(ppK+0.5)) - 1
-					sPast = math.Min(1/(cv2*mu), sPast)
-				}
-				p := betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast)
-				if p < best {
+				if p, mu, ok := ownPast(); ok && p < best {
 					best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
 				}
 			}
