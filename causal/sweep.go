@@ -808,7 +808,7 @@ func scanOnce(set []*screened) {
 			var ke, ne float64
 			peerK := make([]float64, len(set))
 			peerN := make([]float64, len(set))
-			ownBefore, _ := past(set, i, lo)
+			ownBefore, peersBefore := past(set, i, lo)
 			for hi := lo; hi < scanBuckets; hi++ {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
@@ -830,35 +830,6 @@ func scanOnce(set []*screened) {
 					continue
 				}
 				tests++
-				// ownPast is the stretch against the entity's own rate before
-				// it, net of the peers' drift (ok false under its floors).
-				ownPast := func() (p, mu float64, ok bool) {
-					own, peersPast := past(set, i, lo)
-					ppN, ppK := peersPast.n, peersPast.k
-					if own.n < 100 {
-						return 1, 0, false
-					}
-					drift := 1.0
-					if ppN > 0 && pn > 0 {
-						drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
-					}
-					mu, sPast := ownPastPrior(own, drift)
-					if ke/ne < 3*mu {
-						return 1, mu, false
-					}
-					if ppN > 0 && pn > 0 {
-						// The drift is measured, not known: a burst that lifts
-						// both engines' tails shows in the peer's few tail
-						// requests, and scaling by their rate as if exact makes
-						// a chance split of the burst look like a change. The
-						// yardstick's spread is the past rate's and the drift's
-						// together (log-normal: their log variances, trigamma
-						// of the Jeffreys counts, add).
-						cv2 := (1+1/(mu*sPast))*math.Exp(trigamma(pk+0.5)+trigamma(ppK+0.5)) - 1
-						sPast = math.Min(1/(cv2*mu), sPast)
-					}
-					return betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast), mu, true
-				}
 				// Against the peers in the same stretch, and worse than it
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
@@ -880,14 +851,13 @@ func scanOnce(set []*screened) {
 					// rate barely moved (28 of 738), in a fault-free tuning
 					// run.
 					if ke/ne >= 2*rate*before && ke/ne >= 2*(ownBefore.k+0.5)/(ownBefore.n+1) {
-						pPeers := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc)
 						switch {
 						case ke/ne >= 3*rate:
-							if pPeers < best {
-								best, from, to, why, bestEx = pPeers, lo, hi, "peers", ke-ne*mu
+							if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
+								best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
 							}
 						case ke/ne >= ownPastPeersRatio*rate && ke/ne >= 3*rate*before:
-							if p, muOwn, ok := ownPast(); ok && p < best {
+							if p, muOwn, ok := driftedPastSF(ke, ne, pk, pn, ownBefore, peersBefore); ok && p < best {
 								best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*muOwn
 							}
 						}
@@ -905,7 +875,7 @@ func scanOnce(set []*screened) {
 				if len(set) > 2 {
 					continue
 				}
-				if p, mu, ok := ownPast(); ok && p < best {
+				if p, mu, ok := driftedPastSF(ke, ne, pk, pn, ownBefore, peersBefore); ok && p < best {
 					best, from, to, why, bestEx = p, lo, hi, "own_past", ke-ne*mu
 				}
 			}
@@ -917,6 +887,38 @@ func scanOnce(set []*screened) {
 			e.scanLo, e.scanHi = from, to
 		}
 	}
+}
+
+// driftedPastSF is a stretch's own-past test (scanOnce): its ke tail
+// requests of ne against its own rate before it (own), scaled by its peers'
+// drift from before (peersPast) to the stretch (pk of pn), as a
+// Beta-Binomial predictive with at least 3 times that rate. mu is the
+// yardstick's rate; ok is false under the floors (100 requests before, 3
+// times the rate).
+func driftedPastSF(ke, ne, pk, pn float64, own, peersPast bucketCounts) (p, mu float64, ok bool) {
+	if own.n < 100 {
+		return 1, 0, false
+	}
+	ppN, ppK := peersPast.n, peersPast.k
+	drift := 1.0
+	if ppN > 0 && pn > 0 {
+		drift = ((pk + 0.5) / (pn + 1)) / ((ppK + 0.5) / (ppN + 1))
+	}
+	mu, sPast := ownPastPrior(own, drift)
+	if ke/ne < 3*mu {
+		return 1, mu, false
+	}
+	if ppN > 0 && pn > 0 {
+		// The drift is measured, not known: a burst that lifts both
+		// engines' tails shows in the peer's few tail requests, and
+		// scaling by their rate as if exact makes a chance split of the
+		// burst look like a change. The yardstick's spread is the past
+		// rate's and the drift's together (log-normal: their log
+		// variances, trigamma of the Jeffreys counts, add).
+		cv2 := (1+1/(mu*sPast))*math.Exp(trigamma(pk+0.5)+trigamma(ppK+0.5)) - 1
+		sPast = math.Min(1/(cv2*mu), sPast)
+	}
+	return betaBinomialSF(ke, ne, mu*sPast, (1-mu)*sPast), mu, true
 }
 
 // minCVConc is the MinCV floor of the scans' Beta yardsticks: the

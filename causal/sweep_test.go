@@ -355,6 +355,54 @@ func TestScanPeersOwnRateMustRise(t *testing.T) {
 	}
 }
 
+// Between 1.5 and 3 times its peers' rate an entity's own past decides:
+// a pod that was faster than its nine peers and turned twice as slow as
+// them breaches (tuning seeds 1330, 1334, 1368); a pod always twice as
+// slow, or one that rose only to 1.25 times its peers, does not.
+func TestScanOwnPastBelowThreePeers(t *testing.T) {
+	fleet := func(before, after float64) []*screened {
+		var set []*screened
+		for i := range 10 {
+			e := &screened{key: string(rune('a' + i))}
+			for b := range scanBuckets {
+				k := 4.0 // 1% of 400
+				if i == 0 {
+					k = before
+					if b >= 3 {
+						k = after
+					}
+				}
+				e.buckets = append(e.buckets, bucketCounts{n: 400, k: k})
+			}
+			set = append(set, e)
+		}
+		return set
+	}
+	alpha := 0.01 / 10 / float64(2*scanBuckets*(scanBuckets+1))
+	for _, c := range []struct {
+		name          string
+		before, after float64
+		breach        bool
+	}{
+		{"faster, then twice as slow", 0, 8, true},
+		{"always twice as slow", 8, 8, false},
+		{"faster, then 1.25 times as slow", 0, 5, false},
+	} {
+		set := fleet(c.before, c.after)
+		scanOnce(set)
+		e := set[0]
+		got := e.scanWhy != "" && e.scanP <= alpha
+		if got != c.breach || got && e.scanWhy != "own_past" {
+			t.Errorf("%s: p %.3g (%q), breach %v, want %v", c.name, e.scanP, e.scanWhy, got, c.breach)
+		}
+		for _, o := range set[1:] {
+			if o.scanWhy != "" && o.scanP <= alpha {
+				t.Errorf("%s: steady peer %s p %.3g (%s)", c.name, o.key, o.scanP, o.scanWhy)
+			}
+		}
+	}
+}
+
 // A scope's breach is one entity's only when the entity's tail rate is
 // above the rest of the scope's: in a tuning run (seed 842) a host serving
 // 89% of a model-wide surge's requests held 85% of its tail, at a lower
