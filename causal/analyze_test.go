@@ -330,9 +330,11 @@ func TestEvictsTellsEvictionsFromPrefixFault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.resolveBaseline(); err != nil {
+			fr, err := r.resolveBaseline()
+			if err != nil {
 				t.Fatal(err)
 			}
+			r.win, r.base, r.baseSource = fr.win, fr.base, fr.source
 			kv, _ := a.dag.Node("kv_usage")
 			pm, _ := a.dag.Node("prefix_miss")
 			r.causes = []*causeRun{

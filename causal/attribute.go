@@ -160,8 +160,12 @@ func (nq *nodeQuantiles) knots(qs []float64) []float64 {
 	return out
 }
 
-// attribute estimates every candidate cause of a breached window.
-func (r *run) attribute() error {
+// candidates is one causeRun per cause node of the DAG that
+// Config.Causes wants, in the DAG's order, with its backdoor adjustment set
+// (Skipped when the node is not upstream of the outcome or has no
+// adjustment set).
+func (r *run) candidates() []*causeRun {
+	var causes []*causeRun
 	g := r.a.dag
 	anc := ancestors(g, r.outcome.Name)
 	// Latency components (queue, prefill, TTFT, stalls, TPOT, decode) are
@@ -178,7 +182,7 @@ func (r *run) attribute() error {
 		if n.Cause == "" || n.Latent || n.Role == dag.RolePlacement || !r.wants(n.Cause) {
 			continue
 		}
-		c := &causeRun{node: n, treatment: n.Treatment(), continuous: n.Exposed == "", col: len(r.causes)}
+		c := &causeRun{node: n, treatment: n.Treatment(), continuous: n.Exposed == "", col: len(causes)}
 		c.cand = Candidate{Cause: n.Cause, Node: n.Name}
 		switch n.Role {
 		case dag.RoleGPUState:
@@ -188,7 +192,7 @@ func (r *run) attribute() error {
 		default:
 			c.kind = kindEngine
 		}
-		r.causes = append(r.causes, c)
+		causes = append(causes, c)
 		if !anc[n.Name] {
 			c.cand.Skipped = fmt.Sprintf("%s does not lie upstream of %s in %s", n.Name, r.outcome.Name, g.Version())
 			continue
@@ -201,11 +205,17 @@ func (r *run) attribute() error {
 		c.adjust = z
 		c.cand.AdjustedFor = append([]string{}, z...)
 	}
+	return causes
+}
+
+// attribute estimates every candidate cause of a breached window.
+func (r *run) attribute() error {
+	r.causes = r.candidates()
 	shared, err := r.sharedFromFrame()
 	if err != nil {
 		return err
 	}
-	if err := r.queryQuantiles(shared); err != nil {
+	if r.quant, err = r.queryQuantiles(shared); err != nil {
 		return err
 	}
 	for _, c := range r.causes {
@@ -232,15 +242,19 @@ func (r *run) attribute() error {
 			c.label = c.node.Exposed
 		}
 	}
-	if err := r.queryPlacements(shared); err != nil {
+	ps, err := r.queryPlacements(shared)
+	if err != nil {
 		return err
 	}
+	r.placements, r.engines, r.gpus, r.hosts, r.nWinTail = ps.rows, ps.engines, ps.gpus, ps.hosts, ps.nWinTail
 	if err := r.queryAffected(shared); err != nil {
 		return err
 	}
-	if err := r.queryTop(0); err != nil {
+	top, err := r.queryTop(0, nil)
+	if err != nil {
 		return err
 	}
+	r.setTop(top)
 	for _, c := range r.causes {
 		if c.cand.Skipped != "" {
 			continue
@@ -258,7 +272,7 @@ func (r *run) attribute() error {
 	}
 	for _, c := range r.causes {
 		if c.cand.Skipped == "" {
-			r.localize(c)
+			r.splits = append(r.splits, r.localize(c)...)
 		}
 	}
 	for _, c := range r.causes {
@@ -275,8 +289,15 @@ func (r *run) attribute() error {
 			}
 		}
 	}
-	if err := r.examineDegraded(); err != nil {
-		return err
+	if r.wants(schemas.CauseEntityDegraded) {
+		if r.degraded, err = r.examineDegraded(); err != nil {
+			return err
+		}
+		// The degraded entities' counterfactuals, and the splits' since
+		// the first call.
+		if err := r.ensureCounterfactuals(); err != nil {
+			return err
+		}
 	}
 	for _, c := range r.all() {
 		if c.cand.Skipped == "" && c.node.Cause == schemas.CauseQueueSaturation {
@@ -440,8 +461,8 @@ func ancestors(g *dag.DAG, of string) map[string]bool {
 //
 // With shared, they are computed from the frame instead (frameQuantiles),
 // and the query runs only under checkSharedSQL, to compare.
-func (r *run) queryQuantiles(shared bool) error {
-	r.quant = map[string]*nodeQuantiles{}
+func (r *run) queryQuantiles(shared bool) (map[string]*nodeQuantiles, error) {
+	quant := map[string]*nodeQuantiles{}
 	var names []string
 	seen := map[string]bool{}
 	use := func(name string) {
@@ -464,31 +485,31 @@ func (r *run) queryQuantiles(shared bool) error {
 		}
 	}
 	if len(names) == 0 {
-		return nil
-	}
-	if shared && !r.frameQuantiles(names) {
-		// A sampled frame that cannot give every grid exactly.
-		r.gofit.sharedSQL++
-		shared = false
+		return quant, nil
 	}
 	if shared {
-		if !checkSharedSQL {
-			return nil
+		got, ok := r.frameQuantiles(names)
+		if !ok {
+			// A sampled frame that cannot give every grid exactly.
+			r.gofit.sharedSQL++
+			return r.queryQuantiles(false)
 		}
-		got := r.quant
-		defer func() { r.quant = got }()
-		if err := r.queryQuantiles(false); err != nil {
-			return err
+		if !checkSharedSQL {
+			return got, nil
+		}
+		want, err := r.queryQuantiles(false)
+		if err != nil {
+			return nil, err
 		}
 		// A sampled frame's grids are exact, its counts estimates.
 		exactN := r.gofit.frame.sampleBits == 0
 		for _, name := range names {
-			a, b := got[name], r.quant[name]
+			a, b := got[name], want[name]
 			if !sameFloats(a.base, b.base) || !sameFloats(a.win, b.win) || !sameFloats(a.pooled, b.pooled) || exactN && (a.nBase != b.nBase || a.nWin != b.nWin) {
-				return fmt.Errorf("the frame's quantile grids of %s differ from the query's: %v %v %v %v %v, query %v %v %v %v %v", name, a.nBase, a.nWin, a.base, a.win, a.pooled, b.nBase, b.nWin, b.base, b.win, b.pooled)
+				return nil, fmt.Errorf("the frame's quantile grids of %s differ from the query's: %v %v %v %v %v, query %v %v %v %v %v", name, a.nBase, a.nWin, a.base, a.win, a.pooled, b.nBase, b.nWin, b.base, b.win, b.pooled)
 			}
 		}
-		return nil
+		return got, nil
 	}
 	levels := make([]string, len(gridProbs))
 	for i, p := range gridProbs {
@@ -513,7 +534,7 @@ func (r *run) queryQuantiles(shared bool) error {
 		)
 	}
 	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere()
-	return r.query("node quantiles", q, func(rows Rows) error {
+	return quant, r.query("node quantiles", q, func(rows Rows) error {
 		dest := make([]any, 0, len(cols))
 		qs := make([]*nodeQuantiles, len(names))
 		for i := range names {
@@ -525,7 +546,7 @@ func (r *run) queryQuantiles(shared bool) error {
 			return err
 		}
 		for i, name := range names {
-			r.quant[name] = qs[i]
+			quant[name] = qs[i]
 		}
 		return nil
 	})
@@ -557,13 +578,22 @@ type entityStats struct {
 	healthOK               bool
 }
 
+// placementSet is what queryPlacements read: the placement rows (sorted)
+// and the engines, GPUs and hosts they aggregate to, health scored, with
+// the window's tail count.
+type placementSet struct {
+	rows                 []placementRow
+	engines, gpus, hosts map[string]*entityStats
+	nWinTail             float64
+}
+
 // queryPlacements reads per-placement counts (window/baseline, tail,
 // exposure of each cause): the entities of the fixed effects, the health
 // scores, localization and evidence, in one GROUP BY.
 //
 // With shared, from the frame instead (framePlacements; the query runs
 // only under checkSharedSQL, to compare).
-func (r *run) queryPlacements(shared bool) error {
+func (r *run) queryPlacements(shared bool) (placementSet, error) {
 	base := "0"
 	if r.base != nil {
 		base = inInterval(*r.base)
@@ -593,33 +623,33 @@ func (r *run) queryPlacements(shared bool) error {
 		)
 	}
 	q := "SELECT\n    " + strings.Join(cols, ",\n    ") + "\nFROM " + r.table() + "\nWHERE " + r.pooledWhere() + "\nGROUP BY host, pod, engine, gpu, model"
-	r.placements = nil
+	var ps placementSet
 	var err error
 	if shared {
-		r.placements = r.framePlacements(active)
+		ps.rows = r.framePlacements(active)
 		if checkSharedSQL {
-			err = r.checkPlacements(q, active)
+			err = r.checkPlacements(q, active, ps.rows)
 		}
 	} else {
-		r.placements, err = r.readPlacements(q, len(active))
+		ps.rows, err = r.readPlacements(q, len(active))
 	}
 	if err != nil {
-		return err
+		return ps, err
 	}
-	sort.Slice(r.placements, func(i, j int) bool {
-		a, b := r.placements[i], r.placements[j]
+	sort.Slice(ps.rows, func(i, j int) bool {
+		a, b := ps.rows[i], ps.rows[j]
 		return a.host+"\x00"+a.pod+"\x00"+a.engine+"\x00"+a.gpu+"\x00"+a.model < b.host+"\x00"+b.pod+"\x00"+b.engine+"\x00"+b.gpu+"\x00"+b.model
 	})
-	r.engines, r.gpus, r.hosts = map[string]*entityStats{}, map[string]*entityStats{}, map[string]*entityStats{}
-	for _, p := range r.placements {
-		r.nWinTail += p.nwTail
+	ps.engines, ps.gpus, ps.hosts = map[string]*entityStats{}, map[string]*entityStats{}, map[string]*entityStats{}
+	for _, p := range ps.rows {
+		ps.nWinTail += p.nwTail
 		for i, c := range active {
 			c.exp.add(p.exp[i])
 		}
 		for _, m := range []struct {
 			set map[string]*entityStats
 			key string
-		}{{r.engines, p.engineKey()}, {r.gpus, p.gpu}, {r.hosts, p.host}} {
+		}{{ps.engines, p.engineKey()}, {ps.gpus, p.gpu}, {ps.hosts, p.host}} {
 			es := m.set[m.key]
 			if es == nil {
 				es = &entityStats{key: m.key, gpus: map[string]float64{}, engines: map[string]float64{}, exp: make([]expCounts, len(active))}
@@ -643,10 +673,10 @@ func (r *run) queryPlacements(shared bool) error {
 	for i, c := range active {
 		c.pidx = i
 	}
-	r.scoreHealth(r.engines)
-	r.scoreHealth(r.gpus)
-	r.scoreHealth(r.hosts)
-	return nil
+	r.scoreHealth(ps.engines)
+	r.scoreHealth(ps.gpus)
+	r.scoreHealth(ps.hosts)
+	return ps, nil
 }
 
 // readPlacements runs the placement query q, whose rows carry the counts
@@ -671,8 +701,8 @@ func (r *run) readPlacements(q string, causes int) ([]placementRow, error) {
 }
 
 // checkPlacements runs the placement query q and fails unless its rows
-// are the frame's (r.placements), bit for bit.
-func (r *run) checkPlacements(q string, active []*causeRun) error {
+// are the frame's (frame), bit for bit.
+func (r *run) checkPlacements(q string, active []*causeRun, frame []placementRow) error {
 	got, err := r.readPlacements(q, len(active))
 	if err != nil {
 		return err
@@ -702,7 +732,7 @@ func (r *run) checkPlacements(q string, active []*causeRun) error {
 		}
 		return keys, vals
 	}
-	k1, v1 := flat(r.placements)
+	k1, v1 := flat(frame)
 	k2, v2 := flat(got)
 	if !slices.Equal(k1, k2) || !sameFloats(v1, v2) {
 		return fmt.Errorf("the frame's placement counts differ from the query's:\n%q %v\nquery %q %v", k1, v1, k2, v2)
@@ -829,8 +859,9 @@ type topRow struct {
 
 // queryTop reads the window's m slowest requests (m = 0: a first guess of
 // four times the rows above the quantile, at least 1000) with the
-// treatment of every cause: the counterfactual quantiles and exemplars.
-func (r *run) queryTop(m int) error {
+// treatment of every cause, slowest first: the counterfactual quantiles
+// and exemplars. buf, an earlier answer no longer used, lends its memory.
+func (r *run) queryTop(m int, buf []topRow) ([]topRow, error) {
 	if m == 0 {
 		k := stats.QuantileRank(r.q, r.nWin)
 		m = max(4*(r.nWin-k+1), 1000, r.nWin-r.winQ.LowerRank+1)
@@ -856,7 +887,7 @@ func (r *run) queryTop(m int) error {
 		if !sorted {
 			q = fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(cols, ", "), r.table(), where)
 		}
-		top := r.top[:0]
+		top := buf[:0]
 		err := r.query("slowest window requests", q, func(rows Rows) error {
 			t := topRow{vals: make([]float64, len(r.causes))}
 			dest := []any{&t.y, &t.trace, &t.host, &t.engine, &t.gpu}
@@ -888,23 +919,28 @@ func (r *run) queryTop(m int) error {
 	}
 	top, err := read(where, !ok)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok && checkSharedSQL {
-		r.top = nil
+		buf = nil
 		all, err := read(r.winWhere(), true)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(all) != len(top) || !slices.EqualFunc(all, top, func(a, b topRow) bool { return a.y == b.y }) {
-			return fmt.Errorf("the slowest %d window rows above the frame's cut %v differ from the query's", m, cut)
+			return nil, fmt.Errorf("the slowest %d window rows above the frame's cut %v differ from the query's", m, cut)
 		}
 	}
-	r.top = top
-	if len(r.top) > 0 {
-		r.topCut = r.top[len(r.top)-1].y
+	return top, nil
+}
+
+// setTop makes top the run's slowest rows, and the fastest of them its
+// cut.
+func (r *run) setTop(top []topRow) {
+	r.top, r.topCut = top, 0
+	if len(top) > 0 {
+		r.topCut = top[len(top)-1].y
 	}
-	return nil
 }
 
 // slowestFirst returns the m slowest of rows, slowest first; ties keep
@@ -1061,9 +1097,11 @@ func (r *run) ensureCounterfactuals() error {
 		if !need || len(r.top) >= r.nWin {
 			return nil
 		}
-		if err := r.queryTop(4 * len(r.top)); err != nil {
+		top, err := r.queryTop(4*len(r.top), r.top)
+		if err != nil {
 			return err
 		}
+		r.setTop(top)
 		for _, c := range r.all() {
 			if c.cand.Skipped != "" {
 				continue

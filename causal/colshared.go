@@ -279,7 +279,7 @@ func (f *colFrame) frameBufs(k int) [][]float64 {
 // its count (nBase, nWin) estimated as 2^s times those rows. It reports
 // false, and computes nothing, when some grid would not be exact: the
 // query computes them.
-func (r *run) frameQuantiles(names []string) bool {
+func (r *run) frameQuantiles(names []string) (map[string]*nodeQuantiles, bool) {
 	f, sa := r.gofit.frame, r.gofit.shared
 	tc := r.termCompiler()
 	covs := make([]*colTerm, len(names))
@@ -290,7 +290,7 @@ func (r *run) frameQuantiles(names []string) bool {
 	out := make([]*nodeQuantiles, len(names))
 	ix := f.gridIndex(sa.win, r.base != nil)
 	if f.sampleBits > 0 && ix.lo <= f.sampleBits {
-		return false
+		return nil, false
 	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(names)))
 	var wg sync.WaitGroup
@@ -308,13 +308,13 @@ func (r *run) frameQuantiles(names []string) bool {
 	}
 	wg.Wait()
 	if slices.Contains(out, nil) {
-		return false
+		return nil, false
 	}
-	r.quant = map[string]*nodeQuantiles{}
+	quant := make(map[string]*nodeQuantiles, len(names))
 	for i, name := range names {
-		r.quant[name] = out[i]
+		quant[name] = out[i]
 	}
-	return true
+	return quant, true
 }
 
 // gridIndex is what the grids of every node share: each row's set

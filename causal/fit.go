@@ -314,9 +314,9 @@ func guard(expr string) string {
 // difference-in-differences of the entity against its peers and against
 // its own baseline, adjusted for every mechanism's treatment; without a
 // baseline it is the entity's level against its peers, adjusted likewise.
-func (r *run) examineDegraded() error {
+func (r *run) examineDegraded() ([]*causeRun, error) {
 	if !r.wants(schemas.CauseEntityDegraded) {
-		return nil
+		return nil, nil
 	}
 	var mechRegs, mechNames []string
 	for _, c := range r.causes {
@@ -336,6 +336,7 @@ func (r *run) examineDegraded() error {
 		sole bool          // the scope's only host, against its own baseline
 	}
 	var cands []cand
+	var degraded []*causeRun
 	engCand := map[string]bool{}
 	if okE && engNode.Categorical {
 		if h, ok := r.soleHost(); ok {
@@ -374,7 +375,7 @@ func (r *run) examineDegraded() error {
 		n := cd.node
 		c := &causeRun{placement: &n, entityKey: cd.es.key, kind: cd.kind, col: -1}
 		c.cand = Candidate{Cause: schemas.CauseEntityDegraded, Node: n.Name, WholeScope: cd.sole}
-		r.degraded = append(r.degraded, c)
+		degraded = append(degraded, c)
 		// A host is one indicator against the engine fixed effects of the
 		// other hosts' engines: the shared effect of its engines.
 		ind, label, exclude := n.Indicator(cd.es.key), n.Name+"="+cd.es.key, []string{cd.es.key}
@@ -423,7 +424,7 @@ func (r *run) examineDegraded() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("examine %s %s: %w", n.Name, cd.es.key, err)
+			return nil, fmt.Errorf("examine %s %s: %w", n.Name, cd.es.key, err)
 		}
 		nw := fr.sums[0]
 		in := cstats.CauseInput{
@@ -437,7 +438,7 @@ func (r *run) examineDegraded() error {
 				c.cand.Skipped = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
 				continue
 			}
-			return err
+			return nil, err
 		}
 		r.describeDegraded(c, cd.es, mechNames)
 		if h := cd.host; h != nil && cd.sole {
@@ -448,7 +449,7 @@ func (r *run) examineDegraded() error {
 				len(h.engines), 100*h.largest, 100*h.second))
 		}
 	}
-	return r.ensureCounterfactuals()
+	return degraded, nil
 }
 
 // focusOn reports whether es (an engine or a host) is the entity the
@@ -629,8 +630,10 @@ func dominant(m map[string]float64) string {
 
 // localize names the entity a mechanism acts on: the engine or GPU that
 // carries at least LocalizeShare of the cause's exposed tail requests,
-// else the scope. It also writes health, evidence and exemplars.
-func (r *run) localize(c *causeRun) {
+// else the scope. It also writes health, evidence and exemplars. A cause
+// spread over several entities returns one split culprit per entity
+// (splitCause).
+func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	var set map[string]*entityStats
 	switch c.kind {
 	case kindEngine:
@@ -700,7 +703,7 @@ func (r *run) localize(c *causeRun) {
 			keys[i] = es.key
 		}
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(keys, ", ")))
-		defer r.splitCause(c, spread, set)
+		defer func() { splits = r.splitCause(c, spread, set) }()
 	case set != nil && best != nil && share > 0:
 		ev = append(ev, fmt.Sprintf("affected tail requests spread over %d %ss (largest share %s, %s)", countPositive(set, c.pidx), c.kind, pct(share, 1), best.key))
 	}
@@ -722,13 +725,14 @@ func (r *run) localize(c *causeRun) {
 	}
 	c.cand.Evidence = ev
 	c.cand.Exemplars = r.exemplars(c)
+	return nil // the deferred splitCause's, when spread
 }
 
 // splitCause turns a cause spread over several engines or GPUs into one
 // culprit per entity: the same adjusted effect, the attributable fraction
 // scaled by the entity's share of the affected window requests, the
 // counterfactual with Δ restricted to the entity's requests.
-func (r *run) splitCause(c *causeRun, ents []*entityStats, set map[string]*entityStats) {
+func (r *run) splitCause(c *causeRun, ents []*entityStats, set map[string]*entityStats) (splits []*causeRun) {
 	for _, es := range ents {
 		s := *c
 		s.split, s.entityKey = true, es.key
@@ -752,9 +756,10 @@ func (r *run) splitCause(c *causeRun, ents []*entityStats, set map[string]*entit
 			s.cand.Evidence = append(s.cand.Evidence, r.healthEvidence(es, set))
 		}
 		s.cand.Exemplars = r.exemplars(&s)
-		r.splits = append(r.splits, &s)
+		splits = append(splits, &s)
 		c.splitInto++
 	}
+	return splits
 }
 
 func (r *run) typDelta(c *causeRun) float64 {

@@ -16,7 +16,11 @@ import (
 	"github.com/tailcause/tailcause/schemas"
 )
 
-// run is the state of one Analyze call.
+// run is the state of one Analyze call. The phases return what they
+// find, and only the two orchestrators, analyze (the judgement) and
+// attribute (the estimation), store it here, for the phases after them to
+// read; memos, the query tally and hostWideGPU, which drops the splits of
+// a GPU cause it finds host-wide, are the exceptions.
 type run struct {
 	a   *Analyzer
 	cfg Config
@@ -28,30 +32,35 @@ type run struct {
 	q       float64
 	scope   string // SQL boolean of the scope
 
-	win        Interval
-	base       *Interval // nil: no baseline
-	baseSource string
+	// analyze: resolveBaseline's framing, the counts and quantiles,
+	// breachInside's narrowing, the breach.
+	win          Interval
+	base         *Interval // nil: no baseline
+	baseSource   string
+	nWin, nBase  int
+	winQ, baseQ  stats.QuantileCI
+	breach       stats.Breach
+	tailT        float64
+	insufficient bool
 
-	nWin, nBase   int
-	winQ, baseQ   stats.QuantileCI
-	breach        stats.Breach
-	tailT         float64
-	nWinTail      float64
-	insufficient  bool
+	// attribute: candidates, queryQuantiles, queryPlacements, queryTop
+	// (setTop), localize's splits, examineDegraded.
 	causes        []*causeRun
 	quant         map[string]*nodeQuantiles // by node name
 	placements    []placementRow
 	engines, gpus map[string]*entityStats
 	hosts         map[string]*entityStats
+	nWinTail      float64
 	top           []topRow
 	topCut        float64
-	degraded      []*causeRun
 	splits        []*causeRun
-	spans         []float64       // arrivalSpans: window, baseline seconds
-	pair          *countPair      // the preceding hour's count, read with the window's
-	mediated      map[string]bool // mediates, memoized
-	qseries       *qseries        // quantileSeries, memoized
-	gofit         goFits          // the fits' columns and sums in Go (colfit.go)
+	degraded      []*causeRun
+
+	// Memos.
+	spans    []float64       // arrivalSpans: window, baseline seconds
+	mediated map[string]bool // mediates
+	qseries  *qseries        // quantileSeries
+	gofit    goFits          // the fits' columns and sums in Go (colfit.go)
 
 	notes   []string
 	queries int
@@ -315,16 +324,17 @@ func (r *run) quantilePair(win, base Interval, nWin, nBase int) (w, b stats.Quan
 // --- the analysis ------------------------------------------------------------
 
 func (r *run) analyze() error {
-	if err := r.resolveBaseline(); err != nil {
+	fr, err := r.resolveBaseline()
+	if err != nil {
 		return err
 	}
-	var err error
+	r.win, r.base, r.baseSource = fr.win, fr.base, fr.source
 	// The window's count (and the baseline's, and their arrival spans)
 	// with the baseline's in one scan when there is one: the preceding
 	// hour's, read by resolveBaseline, or read now.
 	var pair *countPair
 	if r.base != nil {
-		if pair = r.pair; pair == nil || pair.win != r.win || pair.base != *r.base {
+		if pair = fr.pair; pair == nil || pair.win != r.win || pair.base != *r.base {
 			if pair, err = r.countPair(r.win, *r.base); err != nil {
 				return err
 			}
@@ -385,8 +395,12 @@ func (r *run) analyze() error {
 		r.note("no SLO threshold and no baseline: a breach cannot be declared")
 	}
 	if !r.breach.Breached && rule == "baseline" && r.baseSource == BaselinePreceding {
-		if err := r.breachInside(baseCI); err != nil {
+		nr, err := r.breachInside(baseCI)
+		if err != nil {
 			return err
+		}
+		if nr != nil {
+			r.win, r.nWin, r.winQ, r.qseries, r.breach = nr.win, nr.n, nr.q, nil, nr.breach
 		}
 	}
 	if !r.breach.Breached {
@@ -403,12 +417,12 @@ func (r *run) analyze() error {
 // preceding baseline, for the stretch of it where the quantile series
 // changed (BreachStretch) and judges that stretch against the same
 // baseline: a fault over a third of the window, diluted by the healthy
-// minutes around it, is still a breach of the window. The window narrows
-// to the stretch when it breaches, and stays as it was otherwise; a
+// minutes around it, is still a breach of the window. It returns the
+// stretch when it breaches (the window narrows to it), nil otherwise; a
 // stretch shorter than MinBreachStretch is a burst, not judged.
-func (r *run) breachInside(baseCI *stats.QuantileCI) error {
+func (r *run) breachInside(baseCI *stats.QuantileCI) (*narrowing, error) {
 	if r.win.End.Sub(r.win.Start) <= r.cfg.MinBreachStretch {
-		return nil // no stretch after the window's start is long enough: skip the series query
+		return nil, nil // no stretch after the window's start is long enough: skip the series query
 	}
 	// The scope's time scan (tailScan) is not tried here: at the live
 	// edge, with history before the window, it took the first 45 s of a
@@ -417,26 +431,33 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) error {
 	// the right culprit); the entity scan finds such a fault.
 	start, end, ok, err := r.breachStart()
 	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
-		return err
+		return nil, err
 	}
 	stretch := Interval{Start: start, End: end}
 	n, err := r.count(r.whereIn(stretch))
 	if err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
-		return err
+		return nil, err
 	}
 	q, err := r.quantile(r.whereIn(stretch), n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b := stats.DetectBreach(q, baseCI, &stats.BreachConfig{MinRelIncrease: r.relIncrease()})
 	if !slices.Contains(b.Reasons, "baseline") {
-		return nil
+		return nil, nil
 	}
 	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
 		r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
-	r.win, r.nWin, r.winQ, r.qseries = stretch, n, q, nil
-	r.breach = stats.Breach{Breached: true, Reasons: b.Reasons}
-	return nil
+	return &narrowing{win: stretch, n: n, q: q, breach: stats.Breach{Breached: true, Reasons: b.Reasons}}, nil
+}
+
+// narrowing is a breach inside the window: the stretch that breaches,
+// its request count and quantile.
+type narrowing struct {
+	win    Interval
+	n      int
+	q      stats.QuantileCI
+	breach stats.Breach
 }
 
 func (r *run) relIncrease() float64 {
@@ -450,53 +471,63 @@ func fmtInterval(iv Interval) string {
 	return iv.Start.UTC().Format(time.RFC3339) + ".." + iv.End.UTC().Format(time.RFC3339)
 }
 
+// framing is the window and baseline a question is judged on, as
+// resolveBaseline settled them.
+type framing struct {
+	win    Interval   // the window, narrowed to a change point's stretch
+	base   *Interval  // nil: no baseline
+	source string     // Baseline*
+	pair   *countPair // the window's and the preceding hour's counts, when read
+}
+
 // resolveBaseline applies the baseline rule of design.md: explicit; else the
 // BaselineLength before the window when it holds enough requests; else the
 // healthy part of the window before the breach began; else none.
-func (r *run) resolveBaseline() error {
+func (r *run) resolveBaseline() (framing, error) {
+	fr := framing{win: r.win}
 	if r.req.Baseline != nil {
 		b := *r.req.Baseline
-		r.base, r.baseSource = &b, BaselineExplicit
-		return nil
+		fr.base, fr.source = &b, BaselineExplicit
+		return fr, nil
 	}
 	pre := Interval{Start: r.win.Start.Add(-r.cfg.BaselineLength), End: r.win.Start}
 	pair, err := r.countPair(r.win, pre)
 	if err != nil {
-		return err
+		return fr, err
 	}
 	n := pair.nBase
-	r.pair = pair
+	fr.pair = pair
 	if n >= r.cfg.MinBaselineRequests {
-		r.base, r.baseSource = &pre, BaselinePreceding
-		return nil
+		fr.base, fr.source = &pre, BaselinePreceding
+		return fr, nil
 	}
 	start, end, ok, err := r.breachStart()
 	if err != nil {
-		return err
+		return fr, err
 	}
 	if f := r.req.Focus; !ok && f != nil && f.Stretch != nil && f.Stretch.Start.After(r.win.Start) && f.Stretch.Start.Before(r.win.End) {
 		// The entity's own change: the time scan found where it turned
 		// worse than its peers or its past; what came before is its own
 		// recent past, the scope's change point being none.
 		b := Interval{Start: r.win.Start, End: f.Stretch.Start}
-		r.base, r.baseSource = &b, BaselineChangePoint
-		r.win = Interval{Start: f.Stretch.Start, End: r.win.End}
-		r.note("baseline from the window itself: %s %s turned worse at %s; window narrowed to %s", f.Level, EntityString(f.Entity), f.Stretch.Start.UTC().Format(time.RFC3339), fmtInterval(r.win))
-		return nil
+		fr.base, fr.source = &b, BaselineChangePoint
+		fr.win = Interval{Start: f.Stretch.Start, End: r.win.End}
+		r.note("baseline from the window itself: %s %s turned worse at %s; window narrowed to %s", f.Level, EntityString(f.Entity), f.Stretch.Start.UTC().Format(time.RFC3339), fmtInterval(fr.win))
+		return fr, nil
 	}
 	if !ok && r.req.Focus == nil {
 		// A breach from the window's start that recovered inside it: the
 		// time after the recovery is the healthy yardstick.
 		end, rec, err := r.breachRecovery()
 		if err != nil {
-			return err
+			return fr, err
 		}
 		if rec {
 			b := Interval{Start: end, End: r.win.End}
-			r.base, r.baseSource = &b, BaselineChangePoint
-			r.win = Interval{Start: r.win.Start, End: end}
-			r.note("baseline from the window itself: the %v-quantile series was high from the window's start and recovered at %s; window narrowed to %s, the time after it the baseline", r.q, end.UTC().Format(time.RFC3339), fmtInterval(r.win))
-			return nil
+			fr.base, fr.source = &b, BaselineChangePoint
+			fr.win = Interval{Start: r.win.Start, End: end}
+			r.note("baseline from the window itself: the %v-quantile series was high from the window's start and recovered at %s; window narrowed to %s, the time after it the baseline", r.q, end.UTC().Format(time.RFC3339), fmtInterval(fr.win))
+			return fr, nil
 		}
 	}
 	if !ok && r.req.Focus == nil {
@@ -505,31 +536,31 @@ func (r *run) resolveBaseline() error {
 		// Its tail requests still pile up in a stretch of the window.
 		from, to, p, found, err := r.tailScan()
 		if err != nil {
-			return err
+			return fr, err
 		}
 		if found {
 			b := Interval{Start: r.win.Start, End: from}
-			r.base, r.baseSource = &b, BaselineChangePoint
-			r.win = Interval{Start: from, End: to}
-			r.note("baseline from the window itself: the scope's tail requests gather in %s (p %.2g against its own earlier rate); window narrowed to it, the time before it the baseline", fmtInterval(r.win), p)
-			return nil
+			fr.base, fr.source = &b, BaselineChangePoint
+			fr.win = Interval{Start: from, End: to}
+			r.note("baseline from the window itself: the scope's tail requests gather in %s (p %.2g against its own earlier rate); window narrowed to it, the time before it the baseline", fmtInterval(fr.win), p)
+			return fr, nil
 		}
 	}
 	if !ok {
-		r.baseSource = BaselineNone
+		fr.source = BaselineNone
 		r.note("no baseline: %d requests in the %s before the window and no change point inside it", n, r.cfg.BaselineLength)
-		return nil
+		return fr, nil
 	}
 	b := Interval{Start: r.win.Start, End: start}
-	r.base, r.baseSource = &b, BaselineChangePoint
+	fr.base, fr.source = &b, BaselineChangePoint
 	recovered := end.Before(r.win.End)
-	r.win = Interval{Start: start, End: end}
+	fr.win = Interval{Start: start, End: end}
 	if !recovered {
-		r.note("baseline from the window itself: the %v-quantile series changes at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), fmtInterval(r.win))
+		r.note("baseline from the window itself: the %v-quantile series changes at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), fmtInterval(fr.win))
 	} else {
-		r.note("baseline from the window itself: the %v-quantile series changes at %s and recovers at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), fmtInterval(r.win))
+		r.note("baseline from the window itself: the %v-quantile series changes at %s and recovers at %s; window narrowed to %s", r.q, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), fmtInterval(fr.win))
 	}
-	return nil
+	return fr, nil
 }
 
 // breachStart finds where the breach began inside the window from the
