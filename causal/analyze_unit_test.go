@@ -190,11 +190,11 @@ func TestScopeScan(t *testing.T) {
 	xid := counts([]float64{588, 633, 571, 718, 399, 655, 435, 377, 497, 617},
 		[]float64{0, 0, 0, 0, 13, 15, 12, 14, 0, 0}, []float64{3, 5, 1, 5, 55, 71, 76, 54, 3, 1})
 	tails := [2]float64{0.01, 0.05}
-	if lo, hi, p, ok := scopeScan(xid, tails, 1, alpha); lo != 4 || hi != 7 || !ok || !(p < alpha) {
+	if lo, hi, p, ok := scopeScan(xid, tails, 1, alpha, nil); lo != 4 || hi != 7 || !ok || !(p < alpha) {
 		t.Errorf("XID bursts: stretches %d–%d at p %.3g (%v), want 4–7 below %.3g", lo, hi, p, ok, alpha)
 	}
 	// A run may not be shorter than minLen stretches.
-	if lo, hi, _, ok := scopeScan(xid, tails, 5, alpha); !ok || hi-lo+1 < 5 {
+	if lo, hi, _, ok := scopeScan(xid, tails, 5, alpha, nil); !ok || hi-lo+1 < 5 {
 		t.Errorf("minLen 5: stretches %d–%d (%v)", lo, hi, ok)
 	}
 	// The breach's extent, not its worst part: a power cap from the second
@@ -202,14 +202,14 @@ func TestScopeScan(t *testing.T) {
 	// significant (over the P99), is found whole (over the P95).
 	pcap := counts([]float64{623, 611, 690, 575, 700, 577, 522, 584, 609, 637},
 		[]float64{0, 2, 3, 5, 8, 3, 2, 10, 0, 28}, []float64{8, 15, 27, 32, 43, 18, 25, 38, 23, 77})
-	if lo, hi, _, ok := scopeScan(pcap, tails, 1, alpha); !ok || lo != 1 || hi != 9 {
+	if lo, hi, _, ok := scopeScan(pcap, tails, 1, alpha, nil); !ok || lo != 1 || hi != 9 {
 		t.Errorf("power cap: stretches %d–%d (%v), want 1–9", lo, hi, ok)
 	}
 	// A handful of requests above the P99 at the window's end, the P95
 	// unmoved (a fault-free tuning run, seed 902): not a breach.
 	outliers := counts([]float64{531, 540, 597, 565, 711, 601, 568, 622, 636, 616},
 		[]float64{1, 4, 6, 5, 9, 2, 2, 5, 6, 19}, []float64{26, 25, 22, 29, 48, 27, 21, 27, 41, 33})
-	if lo, hi, p, ok := scopeScan(outliers, tails, 1, alpha); ok {
+	if lo, hi, p, ok := scopeScan(outliers, tails, 1, alpha, nil); ok {
 		t.Errorf("P99 outliers alone: stretches %d–%d at p %.3g, want no breach", lo, hi, p)
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -227,8 +227,60 @@ func TestScopeScan(t *testing.T) {
 				}
 			}
 		}
-		if _, _, p, ok := scopeScan(counts(n, k0, k1), tails, 1, alpha); ok || p <= alpha {
+		if _, _, p, ok := scopeScan(counts(n, k0, k1), tails, 1, alpha, nil); ok || p <= alpha {
 			t.Fatalf("trial %d: an even tail found at p %.3g ≤ %.3g", trial, p, alpha)
+		}
+	}
+}
+
+// breachInside's second look (baselineTailScan): the window's stretches
+// against a healthy baseline before it. A three-minute prefix-cache fault
+// on a model's single engine (a tuning run, seed 1301, ~6.9 requests/s)
+// put about 6% of its requests above the baseline's P99 and 15% above its
+// P95; the whole window's P99 stayed within the rule, and the stretch's
+// interval did not clear the baseline's. Against the baseline's rate the
+// stretch is found, the first stretches of the window too (they have no
+// past of their own); tails as even as the baseline's are not.
+func TestScopeScanAgainstBaseline(t *testing.T) {
+	alpha := scopeScanAlpha(DefaultConfig().EntityAlpha, 3)
+	tails := [2]float64{0.01, 0.05}
+	base := [2]bucketCounts{{n: 6200, k: 62}, {n: 6200, k: 310}}
+	fault := func(at int) (b [2][scanBuckets]bucketCounts) {
+		for i := range scanBuckets {
+			b[0][i], b[1][i] = bucketCounts{n: 620, k: 6}, bucketCounts{n: 620, k: 31}
+			if i == at || i == at+1 {
+				b[0][i], b[1][i] = bucketCounts{n: 620, k: 38}, bucketCounts{n: 620, k: 93}
+			}
+		}
+		return b
+	}
+	if lo, hi, p, ok := scopeScan(fault(4), tails, 2, alpha, &base); !ok || lo != 4 || hi != 5 || !(p < alpha) {
+		t.Errorf("a fault in stretches 4–5: found %d–%d at p %.3g (%v), want 4–5 below %.3g", lo, hi, p, ok, alpha)
+	}
+	if lo, hi, _, ok := scopeScan(fault(0), tails, 2, alpha, &base); !ok || lo != 0 || hi != 1 {
+		t.Errorf("a fault in stretches 0–1: found %d–%d (%v), want 0–1", lo, hi, ok)
+	}
+	if _, _, _, ok := scopeScan(fault(0), tails, 2, alpha, nil); ok {
+		t.Errorf("a fault in stretches 0–1 without a baseline: found, but they have no past to be judged against")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for trial := range 200 {
+		var b [2][scanBuckets]bucketCounts
+		for i := range scanBuckets {
+			n := float64(400 + rng.IntN(300))
+			b[0][i].n, b[1][i].n = n, n
+			for range int(n) {
+				u := rng.Float64()
+				if u < 0.01 {
+					b[0][i].k++
+				}
+				if u < 0.05 {
+					b[1][i].k++
+				}
+			}
+		}
+		if lo, hi, p, ok := scopeScan(b, tails, 2, alpha, &base); ok {
+			t.Fatalf("trial %d: tails as even as the baseline's found in %d–%d at p %.3g", trial, lo, hi, p)
 		}
 	}
 }

@@ -693,8 +693,18 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		out := math.Max(c.exp.wExp-in, 0)
 		return in/inN >= 3*out/outN
 	}
+	// The entity a focused analysis is about (the sweep found it breached
+	// against its peers) needs only SplitShare of the affected tail when
+	// its exposure is its own (concentrated): the more peers, the more of
+	// their natural exposure dilutes its share (a tuning run's pod among
+	// 27, exposed at 3 times their rate, carried 49% of a prefix-cache
+	// loss's affected tail, and the culprit went to the whole model).
+	need := r.cfg.LocalizeShare
+	if best != nil && r.focusOn(c.kind, best) {
+		need = r.cfg.SplitShare
+	}
 	switch {
-	case len(spread) <= 1 && best != nil && share >= r.cfg.LocalizeShare && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
+	case len(spread) <= 1 && best != nil && share >= need && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
 		c.entityKey = best.key
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
 	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && concentrated(spread...):

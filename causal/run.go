@@ -329,6 +329,7 @@ func (r *run) analyze() error {
 		return err
 	}
 	r.win, r.base, r.baseSource = fr.win, fr.base, fr.source
+	scanP := fr.scanP
 	// The window's count (and the baseline's, and their arrival spans)
 	// with the baseline's in one scan when there is one: the preceding
 	// hour's, read by resolveBaseline, or read now.
@@ -394,6 +395,16 @@ func (r *run) analyze() error {
 	if r.req.SLO.ThresholdMS == 0 && r.base == nil {
 		r.note("no SLO threshold and no baseline: a breach cannot be declared")
 	}
+	if !r.breach.Breached && rule == "baseline" && scanP > 0 && r.base != nil && r.winQ.Estimate > r.baseQ.Estimate*(1+math.Max(r.cfg.MinRelIncrease, 0)) {
+		// The stretch tailScan found is significant by its count of tail
+		// requests, at the scan's corrected level; the quantiles' intervals
+		// (a few dozen tail requests each) add no evidence, only the
+		// materiality: the estimate up by the margin (a sweep drops such a
+		// breach when its top culprit is the demand: demandOnly).
+		r.breach = stats.Breach{Breached: true, Reasons: append(r.breach.Reasons, ReasonTailCount)}
+		r.note("the %v-quantile %.0f ms is up %.0f%% on the time before it (%.0f ms), its tail requests significantly more (p %.2g): a breach",
+			r.q, r.winQ.Estimate, 100*(r.winQ.Estimate/r.baseQ.Estimate-1), r.baseQ.Estimate, scanP)
+	}
 	if !r.breach.Breached && rule == "baseline" && r.baseSource == BaselinePreceding {
 		nr, err := r.breachInside(baseCI)
 		if err != nil {
@@ -401,6 +412,7 @@ func (r *run) analyze() error {
 		}
 		if nr != nil {
 			r.win, r.nWin, r.winQ, r.qseries, r.breach = nr.win, nr.n, nr.q, nil, nr.breach
+			r.spans = nil // the arrival spans (judgeDemand) of the narrowed window
 		}
 	}
 	if !r.breach.Breached {
@@ -424,32 +436,110 @@ func (r *run) breachInside(baseCI *stats.QuantileCI) (*narrowing, error) {
 	if r.win.End.Sub(r.win.Start) <= r.cfg.MinBreachStretch {
 		return nil, nil // no stretch after the window's start is long enough: skip the series query
 	}
-	// The scope's time scan (tailScan) is not tried here: at the live
-	// edge, with history before the window, it took the first 45 s of a
-	// KV fault on one of two pods for a model-wide breach (the live
-	// benchmark's seed 2 paged a prompt shift on the model, 75 s before
-	// the right culprit); the entity scan finds such a fault.
+	// The scope's own time scan (tailScan, against the window's earlier
+	// stretches) is not tried here: at the live edge, with history before
+	// the window, it took the first 45 s of a KV fault on one of two pods
+	// for a model-wide breach (the live benchmark's seed 2 paged a prompt
+	// shift on the model, 75 s before the right culprit); the entity scan
+	// finds such a fault. The scan against the baseline's rate
+	// (baselineTailScan) is, with MinBreachStretch as its shortest run.
 	start, end, ok, err := r.breachStart()
-	if err != nil || !ok || end.Sub(start) < r.cfg.MinBreachStretch {
-		return nil, err
-	}
-	stretch := Interval{Start: start, End: end}
-	n, err := r.count(r.whereIn(stretch))
-	if err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
-		return nil, err
-	}
-	q, err := r.quantile(r.whereIn(stretch), n)
 	if err != nil {
 		return nil, err
 	}
-	b := stats.DetectBreach(q, baseCI, &stats.BreachConfig{MinRelIncrease: r.relIncrease()})
-	if !slices.Contains(b.Reasons, "baseline") {
+	if ok && end.Sub(start) >= r.cfg.MinBreachStretch {
+		stretch := Interval{Start: start, End: end}
+		n, q, enough, err := r.stretchQuantile(stretch)
+		if err != nil {
+			return nil, err
+		}
+		if b := stats.DetectBreach(q, baseCI, &stats.BreachConfig{MinRelIncrease: r.relIncrease()}); enough && slices.Contains(b.Reasons, "baseline") {
+			r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
+				r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
+			return &narrowing{win: stretch, n: n, q: q, breach: stats.Breach{Breached: true, Reasons: b.Reasons}}, nil
+		}
+	}
+	return r.baselineTailScan(baseCI)
+}
+
+// stretchQuantile is the request count and quantile of a stretch of the
+// window; enough is false (and q unset) below the sample size a quantile
+// needs.
+func (r *run) stretchQuantile(iv Interval) (n int, q stats.QuantileCI, enough bool, err error) {
+	if n, err = r.count(r.whereIn(iv)); err != nil || n < max(r.cfg.MinRequests, stats.MinSampleSize(r.q, r.cfg.Level)) {
+		return n, q, false, err
+	}
+	q, err = r.quantile(r.whereIn(iv), n)
+	return n, q, err == nil, err
+}
+
+// baselineTailScan is breachInside's second look, when no change point of
+// the quantile series breaches: a short fault at a low request rate (three
+// minutes of a model's single engine, ~1,200 requests) lifts the stretch's
+// quantile by a third, but its confidence interval, a few dozen tail
+// requests wide, does not clear the baseline's by the rule's margin. Its
+// requests above the baseline's quantile (and above its lower scan
+// threshold) say so with far more power: the window is cut into
+// scanBuckets stretches, and every run of them at least MinBreachStretch
+// long is tested against the baseline's own rate above the same
+// thresholds (scopeScan with the baseline as the past, at tailScan's
+// corrected level). The run with the most excess tail breaches when its
+// quantile estimate is up by the margin (MinRelIncrease) on the
+// baseline's: significance from the counts, materiality from the
+// estimate.
+func (r *run) baselineTailScan(baseCI *stats.QuantileCI) (*narrowing, error) {
+	span := r.win.End.UnixNano() - r.win.Start.UnixNano()
+	width := (span + scanBuckets - 1) / scanBuckets
+	if r.base == nil || baseCI == nil || width <= 0 {
 		return nil, nil
 	}
-	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but the series changes at %s%s: window narrowed to %s (%.0f ms)",
-		r.q, r.winQ.Estimate, start.UTC().Format(time.RFC3339), map[bool]string{true: " and recovers at " + end.UTC().Format(time.RFC3339)}[end.Before(r.win.End)], fmtInterval(stretch), q.Estimate)
-	return &narrowing{win: stretch, n: n, q: q, breach: stats.Breach{Breached: true, Reasons: b.Reasons}}, nil
+	lv := scanThresholds(r.q)
+	ts, err := r.floats("baseline scan thresholds", fmt.Sprintf("SELECT toFloat64(quantileExact(%s)(%s)), toFloat64(quantileExact(%s)(%s)) FROM %s WHERE %s",
+		dag.FormatFloat(lv[0]), r.y, dag.FormatFloat(lv[1]), r.y, r.table(), r.whereIn(*r.base)), 2)
+	if err != nil || !finite(ts[0]) || !finite(ts[1]) {
+		return nil, err
+	}
+	var buckets [2][scanBuckets]bucketCounts
+	var base [2]bucketCounts
+	q := fmt.Sprintf("SELECT if(%s, toFloat64(intDiv(start_ns - %d, %d)), -1) AS tc_b, toFloat64(count()), toFloat64(countIf(%s > %s)), toFloat64(countIf(%s > %s)) FROM %s WHERE %s GROUP BY tc_b",
+		r.inWin(), r.win.Start.UnixNano(), width, r.y, dag.FormatFloat(ts[0]), r.y, dag.FormatFloat(ts[1]), r.table(), r.pooledWhere())
+	err = r.query("baseline scan buckets", q, func(rows Rows) error {
+		var b, n, k0, k1 float64
+		if err := rows.Scan(&b, &n, &k0, &k1); err != nil {
+			return err
+		}
+		switch i := int(b); {
+		case b < 0:
+			base[0], base[1] = bucketCounts{n: n, k: k0}, bucketCounts{n: n, k: k1}
+		case i < scanBuckets:
+			buckets[0][i] = bucketCounts{n: buckets[0][i].n + n, k: buckets[0][i].k + k0}
+			buckets[1][i] = bucketCounts{n: buckets[1][i].n + n, k: buckets[1][i].k + k1}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	minLen := int((r.cfg.MinBreachStretch + time.Duration(width) - 1) / time.Duration(width))
+	lo, hi, p, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, scopeScanAlpha(r.cfg.EntityAlpha, r.req.Scopes), &base)
+	if !found {
+		return nil, nil
+	}
+	stretch := Interval{Start: time.Unix(0, r.win.Start.UnixNano()+int64(lo)*width).UTC(), End: time.Unix(0, min(r.win.Start.UnixNano()+int64(hi+1)*width, r.win.End.UnixNano())).UTC()}
+	n, sq, enough, err := r.stretchQuantile(stretch)
+	if err != nil || !enough || !(sq.Estimate > baseCI.Estimate*(1+math.Max(r.cfg.MinRelIncrease, 0))) {
+		return nil, err
+	}
+	r.note("the whole window's %v-quantile %.0f ms is within the baseline rule, but its requests above the baseline's gather in %s (p %.2g against the baseline's rate; %.0f ms against %.0f): window narrowed to it",
+		r.q, r.winQ.Estimate, fmtInterval(stretch), p, sq.Estimate, baseCI.Estimate)
+	return &narrowing{win: stretch, n: n, q: sq, breach: stats.Breach{Breached: true, Reasons: []string{ReasonTailCount}}}, nil
 }
+
+// ReasonTailCount is the breach reason (Analysis.Breach.Reasons) of a
+// stretch whose quantile is up by the margin on the time before it and
+// whose count of tail requests, not the quantiles' intervals, makes it
+// significant (baselineTailScan, tailScan's stretch).
+const ReasonTailCount = "tail_count"
 
 // narrowing is a breach inside the window: the stretch that breaches,
 // its request count and quantile.
@@ -478,6 +568,9 @@ type framing struct {
 	base   *Interval  // nil: no baseline
 	source string     // Baseline*
 	pair   *countPair // the window's and the preceding hour's counts, when read
+	// scanP is the p-value of tailScan's stretch when the window is
+	// narrowed to it (0 otherwise): its significance is the counts'.
+	scanP float64
 }
 
 // resolveBaseline applies the baseline rule of design.md: explicit; else the
@@ -540,7 +633,7 @@ func (r *run) resolveBaseline() (framing, error) {
 		}
 		if found {
 			b := Interval{Start: r.win.Start, End: from}
-			fr.base, fr.source = &b, BaselineChangePoint
+			fr.base, fr.source, fr.scanP = &b, BaselineChangePoint, p
 			fr.win = Interval{Start: from, End: to}
 			r.note("baseline from the window itself: the scope's tail requests gather in %s (p %.2g against its own earlier rate); window narrowed to it, the time before it the baseline", fmtInterval(fr.win), p)
 			return fr, nil
@@ -621,7 +714,7 @@ func (r *run) tailScan() (from, to time.Time, p float64, ok bool, err error) {
 		return from, to, 1, false, err
 	}
 	minLen := int((r.cfg.MinBreachStretch + time.Duration(width) - 1) / time.Duration(width))
-	lo, hi, best, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, scopeScanAlpha(r.cfg.EntityAlpha, r.req.Scopes))
+	lo, hi, best, found := scopeScan(buckets, [2]float64{1 - lv[0], 1 - lv[1]}, minLen, scopeScanAlpha(r.cfg.EntityAlpha, r.req.Scopes), nil)
 	if !found {
 		return from, to, best, false, nil
 	}
@@ -649,7 +742,11 @@ func scopeScanAlpha(alpha float64, scopes int) float64 {
 // and the analysis of that end named another cause. A run counts only
 // when the other threshold's count rises in it too. ok is false when no
 // run is significant; p is then the smallest p-value.
-func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen int, alpha float64) (lo, hi int, p float64, ok bool) {
+//
+// With base, every run (the first stretch's too) is tested against base,
+// the counts of a baseline before the window above the same thresholds,
+// instead.
+func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen int, alpha float64, base *[2]bucketCounts) (lo, hi int, p float64, ok bool) {
 	// sum is the counts of threshold ti over stretches [a, b).
 	sum := func(ti, a, b int) (c bucketCounts) {
 		for _, x := range buckets[ti][a:b] {
@@ -659,9 +756,16 @@ func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen in
 	}
 	p = 1
 	best := math.Inf(-1)
+	first := 1
+	if base != nil {
+		first = 0
+	}
 	for ti := range buckets {
-		for l := 1; l < scanBuckets; l++ {
+		for l := first; l < scanBuckets; l++ {
 			past := sum(ti, 0, l)
+			if base != nil {
+				past = base[ti]
+			}
 			for h := l + minLen - 1; h < scanBuckets; h++ {
 				cur := sum(ti, l, h+1)
 				q, tested := ownPastSF(cur, past)
@@ -681,6 +785,9 @@ func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen in
 				// requests above the window's P99 against 40 in the 27
 				// before (p 10⁻⁵), and above its P95 33 against 5% before.
 				oc, op := sum(1-ti, l, h+1), sum(1-ti, 0, l)
+				if base != nil {
+					op = base[1-ti]
+				}
 				if omu, os := ownPastPrior(op, 1); betaBinomialSF(oc.k, oc.n, omu*os, (1-omu)*os) > 0.05 {
 					continue
 				}
