@@ -693,7 +693,7 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		out := math.Max(c.exp.wExp-in, 0)
 		return in/inN >= 3*out/outN
 	}
-	// The entity a focused analysis is about (the sweep found it breached
+	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when
 	// its exposure is its own (concentrated): the more peers, the more of
 	// their natural exposure dilutes its share (a tuning run's pod among
