@@ -12,6 +12,7 @@ import (
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/sqlgen"
 	"github.com/tailcause/tailcause/causal/stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -341,6 +342,37 @@ func TestSlowestFirst(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("m = %d: %q, want %q", m, got, want)
+		}
+	}
+}
+
+// A breach that only the count of tail requests makes significant
+// (ReasonTailCount) is no breach when its top culprit is the demand: a
+// fault-free tuning fleet (seed 1778) had such a breach on each question,
+// named a queue that more work built and prefills crowding decodes. A
+// breach the quantile's interval establishes, or one whose top culprit is
+// a mechanism, stands.
+func TestDemandOnly(t *testing.T) {
+	culprits := func(causes ...schemas.Cause) (cs []Culprit) {
+		for _, c := range causes {
+			cs = append(cs, Culprit{Cause: c})
+		}
+		return cs
+	}
+	count := []string{ReasonTailCount}
+	for _, tc := range []struct {
+		reasons []string
+		cs      []Culprit
+		want    bool
+	}{
+		{count, culprits(schemas.CauseQueueSaturation), true},
+		{count, culprits(schemas.CausePrefillInterference, schemas.CausePrefixMiss), true},
+		{count, culprits(schemas.CausePrefixMiss, schemas.CauseQueueSaturation), false},
+		{count, nil, false},
+		{[]string{"baseline"}, culprits(schemas.CauseQueueSaturation), false},
+	} {
+		if got := demandOnly(tc.reasons, tc.cs); got != tc.want {
+			t.Errorf("demandOnly(%v, %v) = %v, want %v", tc.reasons, tc.cs, got, tc.want)
 		}
 	}
 }

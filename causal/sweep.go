@@ -240,11 +240,6 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		// scope (deferred: confirmed below, when a culprit acts on that
 		// entity). A host that serves most of the requests holds most of
 		// the tail of a surge on the whole model, at the same rate.
-		if s.an.Incident.Status == StatusFiring && demandOnly(s.an) {
-			s.an.Incident.Status = StatusOK
-			s.an.Incident.Notes = append(s.an.Incident.Notes, fmt.Sprintf("the tail requests gather in %s, but what the analysis finds there is the demand (%s): a swing of load, not a breach", fmtInterval(s.an.Incident.Window), s.an.Incident.Culprits[0].Cause))
-			s.an.Incident.Culprits = nil
-		}
 		if s.an.Incident.Status == StatusFiring {
 			if len(p.breached) > 0 && totalTail > 0 && p.breached[0].k >= a.cfg.FocusShare*totalTail && worseThanRest(p.breached[0], totalTail, totalN) {
 				p.deferred = true
@@ -344,22 +339,6 @@ const (
 // b reports; deferred says the scope's own breach was handed to b (b holds
 // most of the scope's tail at a higher rate than the rest), so the scope's
 // breach is reported in b's stead when b's is not confirmed.
-// demandOnly reports whether a scope's breach rests on its count of tail
-// requests alone (ReasonTailCount) and its top culprit is the demand: a
-// queue that more work built, or prefills crowding decodes. The
-// quantile's interval does not establish such a stretch, and a fault-free
-// fleet's load swings make it: its tail rises with the work that arrived.
-func demandOnly(an *Analysis) bool {
-	if !slices.Contains(an.Breach.Reasons, ReasonTailCount) || len(an.Incident.Culprits) == 0 {
-		return false
-	}
-	switch an.Incident.Culprits[0].Cause {
-	case schemas.CauseQueueSaturation, schemas.CausePrefillInterference:
-		return true
-	}
-	return false
-}
-
 func confirmEntity(an *Analysis, b Entity, deferred bool) entityVerdict {
 	if an.Incident.Status != StatusFiring {
 		if deferred {

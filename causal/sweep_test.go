@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcause/tailcause/causal/stats"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -419,35 +418,5 @@ func TestWorseThanRest(t *testing.T) {
 	}
 	if whole := (&screened{n: 500, k: 9}); !worseThanRest(whole, 9, 500) {
 		t.Error("the whole scope: not worse than the rest")
-	}
-}
-
-// A breach that only the count of tail requests makes significant
-// (ReasonTailCount) is dropped from a sweep when its top culprit is the
-// demand: a fault-free tuning fleet (seed 1778) had such a breach on each
-// question, named a queue that more work built and prefills crowding
-// decodes. A breach the quantile's interval establishes, or one whose
-// culprit is a mechanism, stands.
-func TestDemandOnly(t *testing.T) {
-	an := func(reason string, causes ...schemas.Cause) *Analysis {
-		a := &Analysis{Breach: stats.Breach{Breached: true, Reasons: []string{reason}}}
-		for _, c := range causes {
-			a.Incident.Culprits = append(a.Incident.Culprits, Culprit{Cause: c})
-		}
-		return a
-	}
-	for _, tc := range []struct {
-		an   *Analysis
-		want bool
-	}{
-		{an(ReasonTailCount, schemas.CauseQueueSaturation), true},
-		{an(ReasonTailCount, schemas.CausePrefillInterference, schemas.CausePrefixMiss), true},
-		{an(ReasonTailCount, schemas.CausePrefixMiss, schemas.CauseQueueSaturation), false},
-		{an(ReasonTailCount), false},
-		{an("baseline", schemas.CauseQueueSaturation), false},
-	} {
-		if got := demandOnly(tc.an); got != tc.want {
-			t.Errorf("demandOnly(%v, %v) = %v, want %v", tc.an.Breach.Reasons, tc.an.Incident.Culprits, got, tc.want)
-		}
 	}
 }
