@@ -314,10 +314,8 @@ func guard(expr string) string {
 // difference-in-differences of the entity against its peers and against
 // its own baseline, adjusted for every mechanism's treatment; without a
 // baseline it is the entity's level against its peers, adjusted likewise.
+// attribute calls it only when Config.Causes wants entity.degraded.
 func (r *run) examineDegraded() ([]*causeRun, error) {
-	if !r.wants(schemas.CauseEntityDegraded) {
-		return nil, nil
-	}
 	var mechRegs, mechNames []string
 	for _, c := range r.causes {
 		if c.cand.Skipped != "" {
