@@ -203,7 +203,18 @@ type wireMetrics struct {
 	n      metricNormalizer
 	in     interner
 	scopes [][]byte // per resource
-	attrs  []wireKV // per point
+	attrs  []wireKV // per point, on a labels miss
+	// A point's attributes: each one's KeyValue bytes, and the run of the
+	// point's bytes they fill when they are consecutive (split: they are
+	// not). point leaves them here for labels.
+	attrVals [][]byte
+	attrRun  []byte
+	split    bool
+	// labels' results for the current resource, by the bytes of a
+	// point's attributes: a scrape repeats each GPU's (or engine's) label
+	// set on every metric, byte for byte (dcgm-exporter: ~10 labels a
+	// point, reading them was ~40% of a DCGM payload's decode).
+	memo map[string]pointLabels
 	// samples, when not nil, is the array to decode into.
 	samples []Sample
 	// presize is the previous record's sample count: a new Samples array
@@ -285,6 +296,7 @@ func (wm *wireMetrics) resourceMetrics(b []byte) bool {
 	if !ok {
 		return false
 	}
+	clear(wm.memo) // its placements fall back to this resource's
 	for _, sm := range wm.scopes {
 		if !wm.scopeMetrics(sm, &res) {
 			return false
@@ -473,7 +485,7 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 	shape.name = wm.in.str(name)
 	spec, useStart, use := wm.n.start(shape)
 	if use {
-		if wm.n.out.Samples == nil && shape.points > 0 && wm.presize > shape.points {
+		if cap(wm.n.out.Samples) == 0 && shape.points > 0 && wm.presize > shape.points {
 			wm.n.out.Samples = make([]Sample, 0, wm.presize)
 		} else {
 			wm.n.out.Samples = slices.Grow(wm.n.out.Samples, shape.points)
@@ -499,8 +511,12 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 		if !ok {
 			return false
 		}
+		l, ok := wm.labels(res)
+		if !ok {
+			return false
+		}
 		if use {
-			wm.addSample(spec, useStart, shape.name, p, dp, res)
+			wm.addSample(spec, useStart, shape.name, p, dp, &l)
 		}
 		p++
 	}
@@ -512,12 +528,14 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 
 // point reads a NumberDataPoint: start_time_unix_nano 2, time_unix_nano 3,
 // as_double 4, as_int 6, attributes 7, flags 8. Its attributes are left in
-// wm.attrs.
+// wm.attrVals and wm.attrRun, unread, for labels.
 func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 	var dp numberPoint
-	wm.attrs = wm.attrs[:0]
+	wm.attrVals, wm.split = wm.attrVals[:0], false
+	from, to := -1, -1
 	w := wireMsg{b: b}
 	for w.more() {
+		at := w.pos
 		num, wt, ok := w.tag()
 		if !ok {
 			return dp, false
@@ -528,11 +546,14 @@ func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 			if !ok {
 				return dp, false
 			}
-			kv, ok := readKV(v)
-			if !ok {
-				return dp, false
+			wm.attrVals = append(wm.attrVals, v)
+			switch {
+			case from < 0:
+				from = at
+			case to != at:
+				wm.split = true
 			}
-			wm.attrs = append(wm.attrs, kv)
+			to = w.pos
 		case (num == 2 || num == 3 || num == 4 || num == 6) && wt == wtI64:
 			v, ok := w.fixed64()
 			if !ok {
@@ -558,7 +579,65 @@ func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 			return dp, false
 		}
 	}
+	wm.attrRun = nil
+	if from >= 0 {
+		wm.attrRun = b[from:to]
+	}
 	return dp, true
+}
+
+// pointLabels is what a point's attributes give its sample, for either
+// family: the labels are read once for both.
+type pointLabels struct {
+	model string    // engine points: model_name
+	eng   Placement // engine points
+	gpu   Placement // GPU points
+}
+
+// maxMemoLabels bounds labels' memo: a resource with more distinct label
+// sets reads the rest each time.
+const maxMemoLabels = 512
+
+// labels reads the attributes point left (each a string KeyValue, else ok
+// false: the payload goes to pdata) into what they give a sample of either
+// family under res, or takes what an earlier point of the resource with
+// the same attribute bytes gave.
+func (wm *wireMetrics) labels(res *metricRes) (pointLabels, bool) {
+	if !wm.split {
+		if l, ok := wm.memo[string(wm.attrRun)]; ok {
+			return l, true
+		}
+	}
+	wm.attrs = wm.attrs[:0]
+	for _, v := range wm.attrVals {
+		kv, ok := readKV(v)
+		if !ok {
+			return pointLabels{}, false
+		}
+		wm.attrs = append(wm.attrs, kv)
+	}
+	var gl gpuLabels
+	var el engineLabels
+	for _, kv := range wm.attrs {
+		if dst := gl.field(string(kv.key)); dst != nil {
+			*dst = wm.in.str(kv.value)
+		}
+		if dst := el.field(string(kv.key)); dst != nil {
+			*dst = wm.in.str(kv.value)
+		}
+	}
+	var l pointLabels
+	l.gpu = gl.placement(res)
+	l.model, l.eng = el.placement(res)
+	if !wm.split {
+		if wm.memo == nil {
+			wm.memo = make(map[string]pointLabels, 64)
+		}
+		if len(wm.memo) < maxMemoLabels {
+			wm.memo[string(wm.attrRun)] = l
+		}
+	}
+	return l, true
 }
 
 // checkHistogramPoint checks a HistogramDataPoint, which normalization
@@ -596,28 +675,16 @@ func checkHistogramPoint(b []byte) bool {
 	return true
 }
 
-// addSample normalizes one point whose attributes are in wm.attrs.
-func (wm *wireMetrics) addSample(spec metricSpec, useStart bool, name string, p int, dp numberPoint, res *metricRes) {
+// addSample normalizes one point, whose attributes gave l.
+func (wm *wireMetrics) addSample(spec metricSpec, useStart bool, name string, p int, dp numberPoint, l *pointLabels) {
 	s, ok := wm.n.sample(spec, useStart, name, p, dp)
 	if !ok {
 		return
 	}
 	if spec.family == FamilyGPU {
-		var l gpuLabels
-		for _, kv := range wm.attrs {
-			if dst := l.field(string(kv.key)); dst != nil {
-				*dst = wm.in.str(kv.value)
-			}
-		}
-		s.Placement = l.placement(res)
+		s.Placement = l.gpu
 	} else {
-		var l engineLabels
-		for _, kv := range wm.attrs {
-			if dst := l.field(string(kv.key)); dst != nil {
-				*dst = wm.in.str(kv.value)
-			}
-		}
-		s.Model, s.Placement = l.placement(res)
+		s.Model, s.Placement = l.model, l.eng
 	}
 	wm.n.out.Samples = append(wm.n.out.Samples, s)
 }
