@@ -275,8 +275,18 @@ func TestAnalyzeDegradedHost(t *testing.T) {
 // rows name no GPU (they ran on all four), the engine's GPU samples show
 // which one throttles, and the culprit names it.
 func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
+	for _, defaults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dcgm-default-fields=%v", defaults), func(t *testing.T) {
+			testThrottleInTensorParallelEngine(t, defaults)
+		})
+	}
+}
+
+// testThrottleInTensorParallelEngine: with dcgmDefaults the samples are
+// the GPUs' temperatures (the thermal node's fallback), not their reasons.
+func testThrottleInTensorParallelEngine(t *testing.T, dcgmDefaults bool) {
 	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
-		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
+		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}, DCGMDefaultFields: dcgmDefaults}
 	an := analyzeWithSamples(t, s)
 	in := an.Incident
 	want := engineEntity(2, 0) // the GPU, and the engine it belongs to
@@ -297,8 +307,16 @@ func TestAnalyzeThrottleInTensorParallelEngine(t *testing.T) {
 // GPUs work): the host is the culprit's, though most of its GPUs stay
 // quiet.
 func TestAnalyzeHostWideThrottleWithIdleGPUs(t *testing.T) {
+	for _, defaults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dcgm-default-fields=%v", defaults), func(t *testing.T) {
+			testHostWideThrottleWithIdleGPUs(t, defaults)
+		})
+	}
+}
+
+func testHostWideThrottleWithIdleGPUs(t *testing.T, dcgmDefaults bool) {
 	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 30 * time.Minute, TP: true, TPHost: 2,
-		TPAllGPUs: true, IdleGPUs: 5, Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
+		TPAllGPUs: true, IdleGPUs: 5, Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}, DCGMDefaultFields: dcgmDefaults}
 	an := analyzeWithSamples(t, s)
 	in := an.Incident
 	want := Entity{Host: hostName(2), Model: "llama-3-8b"}

@@ -36,35 +36,22 @@ type gpuScore struct {
 // culprit then names that GPU (and carries the engine's health); otherwise
 // it stays on the scope, with the samples as evidence.
 func (r *run) gpuInEngine(c *causeRun) error {
-	sp := c.node.Samples
 	best := mostExposed(r.engines, c.pidx)
 	if best == nil || c.exp.wTailExp == 0 || best.exp[c.pidx].wTailExp < r.cfg.LocalizeShare*c.exp.wTailExp || dominant(best.gpus) != "" || best.pod == "" {
 		return nil
 	}
-	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
-	q := fmt.Sprintf(`SELECT toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
-FROM %[4]s FINAL
-WHERE host = %[5]s AND pod = %[6]s AND metric IN (%[7]s) AND %[8]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s)
-GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, dag.QuoteString(best.host), dag.QuoteString(best.pod),
-		metrics, prune)
+	// The node's samples, or its fallback when none of the engine's GPUs
+	// reports them.
 	var gs []gpuScore
-	err := r.query("engine gpu samples", q, func(rows Rows) error {
-		var g gpuScore
-		if err := rows.Scan(&g.gpu, &g.win, &g.base, &g.nWin, &g.nBase); err != nil {
+	sp := c.node.Samples
+	for ; sp != nil; sp = sp.Fallback {
+		var err error
+		if gs, err = r.engineGPUScores(sp, best); err != nil {
 			return err
 		}
-		if g.nWin == 0 || g.gpu == "" {
-			return nil
+		if len(gs) > 0 {
+			break
 		}
-		g.rise = g.win
-		if g.nBase > 0 {
-			g.rise = g.win - g.base
-		}
-		gs = append(gs, g)
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	if len(gs) < 2 {
 		return nil
@@ -88,6 +75,34 @@ GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, dag.Qu
 	}
 	c.cand.Evidence = append(c.cand.Evidence, what)
 	return nil
+}
+
+// engineGPUScores reads sp's score of each GPU of engine e in the window
+// and the baseline (GPUs with a window sample only).
+func (r *run) engineGPUScores(sp *dag.SampleSpec, e *entityStats) ([]gpuScore, error) {
+	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
+	q := fmt.Sprintf(`SELECT toString(gpu), toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(countIf(%[2]s)), toFloat64(countIf(%[3]s))
+FROM %[4]s FINAL
+WHERE host = %[5]s AND pod = %[6]s AND metric IN (%[7]s) AND %[8]s AND (%[2]s OR %[3]s) AND isFinite(%[1]s)
+GROUP BY gpu ORDER BY gpu`, score, winCond, baseCond, r.cfg.SamplesTable, dag.QuoteString(e.host), dag.QuoteString(e.pod),
+		metrics, prune)
+	var gs []gpuScore
+	err := r.query("engine gpu samples", q, func(rows Rows) error {
+		var g gpuScore
+		if err := rows.Scan(&g.gpu, &g.win, &g.base, &g.nWin, &g.nBase); err != nil {
+			return err
+		}
+		if g.nWin == 0 || g.gpu == "" {
+			return nil
+		}
+		g.rise = g.win
+		if g.nBase > 0 {
+			g.rise = g.win - g.base
+		}
+		gs = append(gs, g)
+		return nil
+	})
+	return gs, err
 }
 
 // sampleSQL is what a gpu_samples query of a cause's samples needs: the
@@ -157,37 +172,19 @@ func (r *run) hostWideGPU(c *causeRun) error {
 	if host == "" {
 		return nil
 	}
-	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
-	// Each GPU's utilization in the window too: a GPU that serves nothing
-	// shows no throttling, heat or traffic whatever its host suffers, so
-	// only busy GPUs are counted (every GPU when none reports utilization).
-	isCause := fmt.Sprintf("metric IN (%s) AND isFinite(%s)", metrics, score)
-	util := fmt.Sprintf("metric = %s AND %s", dag.QuoteString(gpuUtilMetric), winCond)
-	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[7]s AND %[2]s)), toFloat64(avgIf(%[1]s, %[7]s AND %[3]s)), toFloat64(countIf(%[7]s AND %[2]s)), toFloat64(countIf(%[7]s AND %[3]s)),
-    toFloat64(avgIf(value, %[8]s)), toFloat64(countIf(%[8]s))
-FROM %[4]s FINAL
-WHERE metric IN (%[5]s, %[9]s) AND %[6]s AND (%[2]s OR %[3]s) AND gpu != ''
-GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune, isCause, util, dag.QuoteString(gpuUtilMetric))
-	type hg struct {
-		host string
-		gpuScore
-		util, nUtil float64
-	}
-	var rows []hg
-	anyUtil := false
-	err := r.query("host gpu samples", q, func(rs Rows) error {
-		var g hg
-		if err := rs.Scan(&g.host, &g.gpu, &g.win, &g.base, &g.nWin, &g.nBase, &g.util, &g.nUtil); err != nil {
+	// The node's samples, or its fallback when no GPU reports them.
+	var rows []hostGPUScore
+	anyUtil, anyScore := false, false
+	for ; sp != nil; sp = sp.Fallback {
+		var err error
+		if rows, anyUtil, anyScore, err = r.hostGPUScores(sp); err != nil {
 			return err
 		}
-		anyUtil = anyUtil || g.nUtil > 0
-		rows = append(rows, g)
-		return nil
-	})
-	if err != nil {
-		return err
+		if anyScore {
+			break
+		}
 	}
-	var mine []hg
+	var mine []hostGPUScore
 	var others []float64
 	for _, g := range rows {
 		if g.nWin == 0 || anyUtil && !(g.nUtil > 0 && g.util >= busyGPUUtil) {
@@ -242,4 +239,39 @@ GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("GPU samples: %s of %s rose on %d of the %d GPUs of host %s (by at least half of its most affected GPU's rise, %s, over the %s typical of other hosts' GPUs): the host, not one GPU",
 		sp.Expr, strings.Join(sp.Metrics, ", "), elevated, len(mine), host, fmtNum(top), fmtNum(ref)))
 	return nil
+}
+
+// hostGPUScore is one GPU's sample score with its host and its window
+// utilization.
+type hostGPUScore struct {
+	host string
+	gpuScore
+	util, nUtil float64
+}
+
+// hostGPUScores reads sp's score of every GPU in the window and the
+// baseline, with its window utilization: a GPU that serves nothing shows no
+// throttling, heat or traffic whatever its host suffers, so only busy GPUs
+// are counted (every GPU when none reports utilization). anyScore says
+// whether any GPU has a window sample of sp.
+func (r *run) hostGPUScores(sp *dag.SampleSpec) (rows []hostGPUScore, anyUtil, anyScore bool, err error) {
+	score, winCond, baseCond, metrics, prune := r.sampleSQL(sp)
+	isCause := fmt.Sprintf("metric IN (%s) AND isFinite(%s)", metrics, score)
+	util := fmt.Sprintf("metric = %s AND %s", dag.QuoteString(gpuUtilMetric), winCond)
+	q := fmt.Sprintf(`SELECT toString(host), toString(gpu), toFloat64(avgIf(%[1]s, %[7]s AND %[2]s)), toFloat64(avgIf(%[1]s, %[7]s AND %[3]s)), toFloat64(countIf(%[7]s AND %[2]s)), toFloat64(countIf(%[7]s AND %[3]s)),
+    toFloat64(avgIf(value, %[8]s)), toFloat64(countIf(%[8]s))
+FROM %[4]s FINAL
+WHERE metric IN (%[5]s, %[9]s) AND %[6]s AND (%[2]s OR %[3]s) AND gpu != ''
+GROUP BY host, gpu ORDER BY host, gpu LIMIT 100000`, score, winCond, baseCond, r.cfg.SamplesTable, metrics, prune, isCause, util, dag.QuoteString(gpuUtilMetric))
+	err = r.query("host gpu samples", q, func(rs Rows) error {
+		var g hostGPUScore
+		if err := rs.Scan(&g.host, &g.gpu, &g.win, &g.base, &g.nWin, &g.nBase, &g.util, &g.nUtil); err != nil {
+			return err
+		}
+		anyUtil = anyUtil || g.nUtil > 0
+		anyScore = anyScore || g.nWin > 0
+		rows = append(rows, g)
+		return nil
+	})
+	return rows, anyUtil, anyScore, err
 }

@@ -66,6 +66,10 @@ type Scenario struct {
 	// also reports gpu_util (0.9 busy, 0 idle).
 	TPAllGPUs bool
 	IdleGPUs  int
+	// DCGMDefaultFields writes the samples dcgm-exporter's default field
+	// set gives instead of the clock-event reasons: the GPU temperature
+	// (88 °C while throttled, 70 °C otherwise).
+	DCGMDefaultFields bool
 	// PrefixHits makes the prefix cache matter: a prompt's uncached share
 	// is prefilled (+20 ms per uncached prompt token), a full KV cache (KV ≥ 0.9)
 	// evicts the cached prefixes (hit ratio 0.5 → 0.05; a KV fault's own
@@ -455,7 +459,8 @@ func tpGPUs(h int) []string {
 
 // InsertGPUSamples writes dcgm clock_event_reasons samples (every 10 s)
 // of the tensor-parallel engine's GPUs: 0x20 (SW thermal slowdown) on
-// GPUName(h, 0) while a thermal fault on it is active, 0 otherwise.
+// GPUName(h, 0) while a thermal fault on it is active, 0 otherwise (with
+// DCGMDefaultFields, gpu_temp_c samples: 88 and 70).
 func InsertGPUSamples(ctx context.Context, conn driver.Conn, s Scenario) error {
 	s = s.withDefaults()
 	batch, err := conn.PrepareBatch(ctx, "INSERT INTO gpu_samples (host, gpu, gpu_index, pod, namespace, metric, time_ns, time, value)")
@@ -474,13 +479,19 @@ func InsertGPUSamples(ctx context.Context, conn driver.Conn, s Scenario) error {
 			if busy {
 				pod = PodName(s.TPHost, 0)
 			}
-			v := 0.0
+			metric, v := "clock_event_reasons", 0.0
+			if s.DCGMDefaultFields {
+				metric, v = "gpu_temp_c", 70
+			}
 			for _, f := range s.Faults {
 				if f.Kind == "thermal" && f.Host == s.TPHost && f.GPU == 0 && (k == 0 || s.TPAllGPUs && busy) && s.active(f, off) {
 					v = 0x20
+					if s.DCGMDefaultFields {
+						v = 88
+					}
 				}
 			}
-			if err := batch.Append(HostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", "clock_event_reasons", uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
+			if err := batch.Append(HostName(s.TPHost), gpu, fmt.Sprint(k), pod, "default", metric, uint64(at.UnixNano()), at.Truncate(time.Second), v); err != nil {
 				_ = batch.Abort()
 				return err
 			}

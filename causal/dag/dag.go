@@ -65,9 +65,15 @@ type Node struct {
 // samples of Metrics, each scored by Expr (a Float64 SQL expression of the
 // sample's value, e.g. the exposure indicator of a throttle bit). The GPU
 // whose mean score rose most from the baseline carries the cause.
+//
+// Fallback, when set, is read instead when none of the GPUs asked about
+// has a sample of Metrics: an exporter that does not report them (dcgm-exporter's
+// default field set leaves the clock-event reasons off, so a throttle shows
+// only as the SM clock below its norm).
 type SampleSpec struct {
-	Metrics []string `json:"metrics"`
-	Expr    string   `json:"expr"`
+	Metrics  []string    `json:"metrics"`
+	Expr     string      `json:"expr"`
+	Fallback *SampleSpec `json:"fallback,omitempty"`
 }
 
 // AdjustCost is the cost of putting n in an adjustment set (Cost, or 1).
@@ -246,9 +252,13 @@ func New(version string, nodes []Node, edges [][2]string) (*DAG, error) {
 		if n.Categorical && n.Exposed != "" {
 			bad("node %q: a categorical node is treated per entity, not through exposed", n.Name)
 		}
-		if sp := n.Samples; sp != nil {
-			if n.Cause == "" || n.Role != RoleGPUState {
-				bad("node %q: samples are only read for GPU cause nodes", n.Name)
+		if n.Samples != nil && (n.Cause == "" || n.Role != RoleGPUState) {
+			bad("node %q: samples are only read for GPU cause nodes", n.Name)
+		}
+		for sp, depth := n.Samples, 0; sp != nil; sp, depth = sp.Fallback, depth+1 {
+			if depth == 1 && sp.Fallback != nil {
+				bad("node %q: a samples fallback has no fallback of its own", n.Name)
+				break
 			}
 			if len(sp.Metrics) == 0 || !containsWord(sp.Expr, "value") {
 				bad("node %q: samples need metrics and an expr of value", n.Name)

@@ -145,6 +145,8 @@ func TestDAGInvalid(t *testing.T) {
 		{"samples on an engine node", []Node{{Name: "a", Role: RoleEngineState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CauseKVPreemption, Samples: &SampleSpec{Metrics: []string{"kv"}, Expr: "value"}}}, nil, "only read for GPU cause nodes"},
 		{"samples without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "1"}}}, nil, "an expr of value"},
 		{"samples metric name", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m'; DROP"}, Expr: "value"}}}, nil, "sample metric"},
+		{"samples fallback without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"c"}, Expr: "1"}}}}, nil, "an expr of value"},
+		{"samples fallback of a fallback", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"c"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"d"}, Expr: "value"}}}}}, nil, "no fallback of its own"},
 		{"exposed without cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Exposed: "a > 1"}}, nil, "exposed"},
 	}
 	for _, tc := range tests {

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 func (j *Joiner) build(p *pendingReq) Output {
@@ -137,10 +138,8 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 				norm = n
 			}
 		}
-		if s := m[normalize.MetricClockReasons]; s != nil {
-			age, ok := s.window(a, b, maxAge, func(v float64) { reasons |= uint32(v) })
-			worseAge(&row.ThrottleAgeMs, age, ok)
-		}
+		age, ok := gpuReasons(h.gpus[id], a, b, maxAge, &reasons)
+		worseAge(&row.ThrottleAgeMs, age, ok)
 		windowMax(m[normalize.MetricGPUTemp], a, b, maxAge, &tempMax, &row.GPUTempAgeMs)
 		windowMax(m[normalize.MetricPower], a, b, maxAge, &powMax, &row.PowerAgeMs)
 		windowMax(m[normalize.MetricDRAMActive], a, b, maxAge, &dramMax, &row.DRAMActiveAgeMs)
@@ -166,6 +165,64 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 		row.PCIeBytesPerSMax = rxMax
 	}
 	row.XIDLast = uint32(xid)
+}
+
+// gpuReasons ORs into *reasons the clock-event reasons of GPU es over the
+// lifetime [a, b], with the age as window gives it: the bitmask the GPU
+// reports, or, for a GPU that reports none (dcgm-exporter's default field
+// set), reasons derived from what it does report (schemas.ThermalSlowdownC):
+// its violation counters (throttled for at least 1% of the covered time),
+// else its gauges (a busy GPU's SM clock below ThrottledClockRatio of its
+// peak: thermal when it is at ThermalSlowdownC or hotter, else the power
+// cap). A GPU with neither gives nothing (ok false).
+func gpuReasons(es *entitySeries, a, b, maxAge uint64, reasons *uint32) (ageMs float64, ok bool) {
+	m := es.metrics
+	if s := m[normalize.MetricClockReasons]; s != nil {
+		return s.window(a, b, maxAge, func(v float64) { *reasons |= uint32(v) })
+	}
+	ageMs = math.NaN()
+	violations := [...]struct {
+		s   *series
+		bit uint32
+	}{{m[normalize.MetricPowerViolation], normalize.ThrottleSWPowerCap}, {m[normalize.MetricThermalViolation], normalize.ThrottleSWThermal}}
+	if violations[0].s != nil || violations[1].s != nil {
+		for _, c := range violations {
+			if c.s == nil {
+				continue
+			}
+			ns, covered, age, ok2 := c.s.overlap(a, b)
+			if !ok2 {
+				continue
+			}
+			if ns >= 0.01*covered*1e9 && ns > 0 {
+				*reasons |= c.bit
+			}
+			worseAge(&ageMs, age, true)
+			ok = true
+		}
+		return ageMs, ok
+	}
+	clock, temp, util := m[normalize.MetricSMClock], m[normalize.MetricGPUTemp], m[normalize.MetricGPUUtil]
+	if clock == nil || temp == nil || !(es.peakClock > 0) {
+		return ageMs, false
+	}
+	return clock.windowAt(a, b, maxAge, func(t uint64, v float64) {
+		if v >= schemas.ThrottledClockRatio*es.peakClock {
+			return
+		}
+		if util != nil {
+			if u, _, ok := util.asOf(t, maxAge); ok && u < schemas.ThrottleBusyUtil {
+				return // an idle GPU parks its clock
+			}
+		}
+		switch c, _, ok := temp.asOf(t, maxAge); {
+		case !ok:
+		case c >= schemas.ThermalSlowdownC:
+			*reasons |= normalize.ThrottleSWThermal
+		default:
+			*reasons |= normalize.ThrottleSWPowerCap
+		}
+	})
 }
 
 func windowMax(s *series, a, b, maxAge uint64, mx, ageMs *float64) {
@@ -319,9 +376,7 @@ func (j *Joiner) stallEvents(st *Stall, r *normalize.Request) {
 	}
 	for _, id := range pr.gpus {
 		m := h.gpus[id].metrics
-		if s := m[normalize.MetricClockReasons]; s != nil {
-			s.window(a, b, maxAge, func(v float64) { st.ThrottleReasons |= uint32(v) })
-		}
+		gpuReasons(h.gpus[id], a, b, maxAge, &st.ThrottleReasons)
 		if s := m[normalize.MetricSMClock]; s != nil {
 			s.window(a, b, maxAge, minInto(&st.SMClockMinMHz))
 		}

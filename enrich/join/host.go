@@ -22,6 +22,10 @@ type hostState struct {
 type entitySeries struct {
 	model, engine, pod, instance, gpuIndex string
 	metrics                                map[normalize.Metric]*series
+	// peakClock is the highest SM clock a GPU has reported (kept when its
+	// series are trimmed): the norm its derived clock-event reasons are
+	// read against (gpuReasons).
+	peakClock float64
 }
 
 func newHostState(gen uint64) *hostState {
@@ -95,6 +99,9 @@ func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool) addResult
 	}
 	if s.TimeNs > h.familyTime[s.Family] {
 		h.familyTime[s.Family] = s.TimeNs
+	}
+	if s.Metric == normalize.MetricSMClock && v > es.peakClock {
+		es.peakClock = v
 	}
 	return res
 }

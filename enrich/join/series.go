@@ -71,10 +71,15 @@ func (s *series) asOf(t, maxAgeNs uint64) (v, ageMs float64, ok bool) {
 // window's start (as for asOf; for a window with no as-of point, the
 // distance from a to the first point inside) and whether anything was seen.
 func (s *series) window(a, b, maxAgeNs uint64, visit func(v float64)) (ageMs float64, ok bool) {
+	return s.windowAt(a, b, maxAgeNs, func(_ uint64, v float64) { visit(v) })
+}
+
+// windowAt is window visiting each point's time too.
+func (s *series) windowAt(a, b, maxAgeNs uint64, visit func(t uint64, v float64)) (ageMs float64, ok bool) {
 	i := sort.Search(len(s.t), func(i int) bool { return s.t[i] > a }) - 1
 	ageMs = math.NaN()
 	if i >= 0 && a-s.t[i] <= maxAgeNs {
-		visit(s.v[i])
+		visit(s.t[i], s.v[i])
 		ageMs = float64(a-s.t[i]) / 1e6
 		ok = true
 	}
@@ -82,7 +87,7 @@ func (s *series) window(a, b, maxAgeNs uint64, visit func(v float64)) (ageMs flo
 		if !ok {
 			ageMs = float64(s.t[j]-a) / 1e6
 		}
-		visit(s.v[j])
+		visit(s.t[j], s.v[j])
 		ok = true
 	}
 	return ageMs, ok

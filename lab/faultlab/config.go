@@ -45,6 +45,11 @@ type Config struct {
 	// intervals of the engine and GPU exporters.
 	VLLMScrapeInterval time.Duration
 	DCGMScrapeInterval time.Duration
+	// DCGMDefaultFields: the dcgm-exporter runs with its default field set,
+	// which leaves DCGM_FI_DEV_CLOCKS_EVENT_REASONS off, so a throttle shows
+	// only as the SM clock below its norm with the temperature or the power
+	// at its limit (the enricher derives the reasons then).
+	DCGMDefaultFields bool
 	// PhysicsTick is the step of the GPU thermal/power model.
 	PhysicsTick time.Duration
 	// Warmup is simulated before the first instant and emits nothing: the

@@ -346,5 +346,7 @@ func (o *emitter) dcgmMetrics(h *host) {
 	field("DCGM_FI_PROF_DRAM_ACTIVE", func(g *gpu) float64 { return float64(int64(g.dramActive*1e6+0.5)) / 1e6 })
 	field("DCGM_FI_PROF_PCIE_TX_BYTES", func(g *gpu) float64 { return round1(g.pcieTx) })
 	field("DCGM_FI_PROF_PCIE_RX_BYTES", func(g *gpu) float64 { return round1(g.pcieRx) })
-	field("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", func(g *gpu) float64 { return float64(g.reasons) })
+	if !o.s.cfg.DCGMDefaultFields {
+		field("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", func(g *gpu) float64 { return float64(g.reasons) })
+	}
 }

@@ -254,3 +254,19 @@ func TestTelemetryNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDCGMDefaultFields: with dcgm-exporter's default field set the lab
+// emits every DCGM field but the clock-event reasons.
+func TestDCGMDefaultFields(t *testing.T) {
+	cfg := scenarioConfig(t, "thermal_throttle", 3*time.Minute, 5)
+	cfg.DCGMDefaultFields = true
+	n := &nameCheck{t: t, seenSpans: map[string]bool{}, seenMetric: map[string]bool{}}
+	if _, err := Run(context.Background(), cfg, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range allowedDCGMMetrics {
+		if got, want := n.seenMetric[m], m != "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"; got != want {
+			t.Errorf("emitted %s: %v, want %v", m, got, want)
+		}
+	}
+}

@@ -87,6 +87,9 @@ func (c *Case) Summary() string {
 		fmt.Fprintf(&b, " %s %d×tp%d %.1f/s (load %.2f);", m.Name, m.Engines, m.TP, m.Rate, c.Load[m.Name])
 	}
 	fmt.Fprintf(&b, " scrape %v/%v;", c.Config.VLLMScrapeInterval, c.Config.DCGMScrapeInterval)
+	if c.Config.DCGMDefaultFields {
+		b.WriteString(" dcgm default fields (no clock-event reasons);")
+	}
 	sc := c.Config.Scenario
 	if len(sc.Faults) == 0 {
 		b.WriteString(" no fault")
@@ -182,6 +185,10 @@ func RandomCase(seed uint64, opts RandomOptions) (*Case, error) {
 	cfg.VLLMScrapeInterval = time.Duration(5+sr.IntN(11)) * time.Second
 	cfg.DCGMScrapeInterval = time.Duration(10+sr.IntN(21)) * time.Second
 	cfg.StepSpanShare = []float64{0, 0.05, 0.1}[sr.IntN(3)]
+	// Half the fleets run dcgm-exporter with its default field set (no
+	// clock-event reasons), as many operators do; a stream of its own, so
+	// that the other draws of a seed stay what they were.
+	cfg.DCGMDefaultFields = rng(7).IntN(2) == 0
 
 	sc := &Scenario{Name: fmt.Sprintf("random-%d", seed), Faults: []FaultSpec{}}
 	kr := rng(3)
