@@ -28,7 +28,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	set := fs.String("set", "tune", "seed set: tune (seeds 1, 2, …; tune on these) or holdout (seeds 100001, 100002, …; report on these)")
 	runs := fs.Int("runs", 20, "seeds to draw from the set (each is asked every --questions question: one run each)")
 	seedList := fs.String("seeds", "", "comma-separated seeds instead of --set/--runs (a seed ≥ 100001 belongs to the holdout set)")
-	questions := fs.String("questions", "no-earlier-data,healthy-before", "questions to ask: no-earlier-data (the window is the whole run), healthy-before (the run's first half is fault-free, the window is its second half)")
+	questions := fs.String("questions", "no-earlier-data,healthy-before,fault-before", "questions to ask: no-earlier-data (the window is the whole run), healthy-before (the run's first half is fault-free, the window is its second half), fault-before (the healthy-before run's last fifth: the fault began before the window)")
 	duration := fs.Duration("duration", eval.DefaultDuration, "simulated time per run (healthy-before: half of it before the window)")
 	parallel := fs.Int("parallel", 2, "runs at once (each with its own ClickHouse database and in-process Kafka)")
 	detector := fs.Bool("detector", false, "also replay the scheduled detector over each healthy-before run in simulated time and score the first incident it opened")

@@ -54,7 +54,7 @@ func rate(a, n int) string {
 
 // Scored says whether a run counts in the accuracy figures: a fault run
 // that did not fail and whose fault showed in its own entity's P99.
-func (r Run) Scored() bool { return r.Error == "" && !r.FaultFree && !r.Weak }
+func (r Run) Scored() bool { return r.Error == "" && !r.FaultFree && !r.Weak && !r.Ended }
 
 // Report writes the evaluation's tables: for each seed set and question,
 // per cause and overall, the strict top-1 and top-3 of tailcause (cause and
@@ -97,6 +97,8 @@ func questionText(q Question) string {
 		return "window = the whole run, no data before it"
 	case HealthyBefore:
 		return "window = the run's second half, its fault-free first half before it"
+	case FaultBefore:
+		return "window = the run's last fifth, the fault on before it, its fault-free first half before that"
 	}
 	return string(q)
 }
@@ -120,7 +122,7 @@ func seedRange(rs []Run) string {
 func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 	byCause := map[string]*tally{}
 	all, conf := newTally(), newTally()
-	var free, errs, weak, falseInc, unrelated, baseErrs int
+	var free, errs, weak, ended, falseInc, unrelated, baseErrs int
 	var freeDays, faultDays float64
 	for _, r := range rs {
 		switch {
@@ -134,6 +136,9 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 			continue
 		case r.Weak:
 			weak++
+			continue
+		case r.Ended:
+			ended++
 			continue
 		}
 		faultDays += r.WindowDays
@@ -153,6 +158,9 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 	fmt.Fprintf(w, "\n== %s set (%s), question %s: %s\n", set, seedRange(rs), q, questionText(q))
 	fmt.Fprintf(w, "%d fault runs scored, %d fault-free, %d with a fault too weak to show in its own entity's P99 (not scored), %d failed\n",
 		all.n, free, weak, errs)
+	if ended > 0 {
+		fmt.Fprintf(w, "%d runs whose fault ended before the window (not scored)\n", ended)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "cause\truns\ttop-1\ttop-3\tcause top-1\tcause top-3\tunadjusted top-1\tunadjusted top-3\trobust-z top-1\trobust-z top-3")
 	row := func(name string, t *tally) {

@@ -27,10 +27,22 @@ const (
 	// (faults start after it) and the window is the second half; the sweep
 	// finds the preceding baseline itself.
 	HealthyBefore Question = "healthy-before"
+	// FaultBefore: the healthy-before run asked about its last fifth (the
+	// second half's last 40%, which every onset, 10–60% into the second
+	// half, precedes): the fault was on before the window began, and the
+	// data before the window holds its start and the healthy time before
+	// it. It is the page an on-call engineer opens minutes into a fault
+	// ("why is the tail bad in the last N minutes?"). A fault that ended
+	// before the window is not scored.
+	FaultBefore Question = "fault-before"
 )
 
 // Questions lists the questions in report order.
-func Questions() []Question { return []Question{NoEarlierData, HealthyBefore} }
+func Questions() []Question { return []Question{NoEarlierData, HealthyBefore, FaultBefore} }
+
+// faultBeforeShare is the share of the healthy-before window that
+// FaultBefore asks about: its end, after every onset.
+const faultBeforeShare = 0.4
 
 // Seed sets: tune on the first, report on the second.
 const (
@@ -145,12 +157,15 @@ type Run struct {
 	// Effect is the P99 of the fault's own engines during the fault over
 	// their P99 before it; Weak: below Options.MinEffect even after
 	// screening, so the run is not scored.
-	Effect     float64 `json:"effect_p99_ratio,omitempty"`
-	Weak       bool    `json:"weak,omitempty"`
-	Screened   int     `json:"screened,omitempty"`
-	Decoy      bool    `json:"decoy"`
-	Confounded bool    `json:"confounded"`
-	Requests   int64   `json:"requests"`
+	Effect float64 `json:"effect_p99_ratio,omitempty"`
+	Weak   bool    `json:"weak,omitempty"`
+	// Ended: the fault ended before the question's window (FaultBefore),
+	// so the run is not scored.
+	Ended      bool  `json:"ended_before_window,omitempty"`
+	Screened   int   `json:"screened,omitempty"`
+	Decoy      bool  `json:"decoy"`
+	Confounded bool  `json:"confounded"`
+	Requests   int64 `json:"requests"`
 	// WindowDays is the question window's simulated length in days.
 	WindowDays float64 `json:"window_days"`
 	// Breaches are where the sweep found the tail broken, most severe
@@ -281,6 +296,8 @@ func (r Run) Line() string {
 	switch {
 	case r.Weak:
 		verdict = fmt.Sprintf("not scored: the fault lifts its own P99 only %.2f×", r.Effect)
+	case r.Ended:
+		verdict = "not scored: the fault ended before the window"
 	case r.FaultFree && len(r.Breaches) == 0:
 		verdict = "ok (no breach)"
 	case r.FaultFree:
@@ -317,7 +334,7 @@ const screenSims = 5
 // case, which screening does not simulate).
 func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minEffect float64) (*faultlab.Case, *faultlab.Truth, error) {
 	ro := faultlab.RandomOptions{Window: d}
-	if q == HealthyBefore {
+	if q == HealthyBefore || q == FaultBefore {
 		ro = faultlab.RandomOptions{Window: d - d/2, HealthyPrefix: d / 2}
 	}
 	c, err := faultlab.RandomCase(seed, ro)
@@ -329,6 +346,19 @@ func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minE
 		return nil, nil, err
 	}
 	return c, truth, nil
+}
+
+// questionWindow is the window q asks about in a run of truth whose case
+// has the healthy prefix and window given; ended says that the run's
+// fault ended before it (FaultBefore), so the run is not scored. It reads
+// the truth only for the run's start and end and, for ended, the fault's.
+func questionWindow(q Question, truth *faultlab.Truth, prefix, window time.Duration) (w causal.Interval, ended bool) {
+	w = causal.Interval{Start: truth.Start.Add(prefix), End: truth.End}
+	if q == FaultBefore {
+		w.Start = truth.End.Add(-time.Duration(faultBeforeShare * float64(window)))
+		ended = len(truth.Faults) > 0 && !truth.Faults[0].End.After(w.Start)
+	}
+	return w, ended
 }
 
 // Confounded says whether a run is confounded: it has a decoy, or its
@@ -403,7 +433,8 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 		}
 	}
 	r.Requests = truth.Stats.Requests
-	window := causal.Interval{Start: truth.Start.Add(c.Prefix), End: truth.End}
+	var window causal.Interval
+	window, r.Ended = questionWindow(q, truth, c.Prefix, c.Window)
 	r.WindowDays = window.End.Sub(window.Start).Hours() / 24
 
 	ccfg := causal.DefaultConfig()

@@ -254,3 +254,42 @@ func TestTouches(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestionWindow: the windows never depend on the fault; fault-before
+// asks about the healthy-before window's last 40%, which every onset (10–60%
+// into it) precedes, and a fault that ended before it is not scored.
+func TestQuestionWindow(t *testing.T) {
+	start := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	truth := func(onset, end time.Duration) *faultlab.Truth {
+		tr := &faultlab.Truth{Start: start, End: start.Add(30 * time.Minute)}
+		if end > 0 {
+			tr.Faults = []faultlab.TruthFault{{Cause: "gpu.power_cap", Onset: start.Add(onset), End: start.Add(end)}}
+		}
+		return tr
+	}
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	tests := []struct {
+		q          Question
+		prefix     time.Duration
+		tr         *faultlab.Truth
+		from       time.Time
+		ended, scr bool
+	}{
+		{NoEarlierData, 0, truth(5*time.Minute, 30*time.Minute), at(0), false, true},
+		{HealthyBefore, 15 * time.Minute, truth(20*time.Minute, 30*time.Minute), at(15 * time.Minute), false, true},
+		{FaultBefore, 15 * time.Minute, truth(20*time.Minute, 30*time.Minute), at(24 * time.Minute), false, true},
+		{FaultBefore, 15 * time.Minute, truth(17*time.Minute, 25*time.Minute), at(24 * time.Minute), false, true},
+		{FaultBefore, 15 * time.Minute, truth(17*time.Minute, 24*time.Minute), at(24 * time.Minute), true, false},
+		{FaultBefore, 15 * time.Minute, truth(0, 0), at(24 * time.Minute), false, false}, // fault-free: not a scored fault run
+	}
+	for i, tc := range tests {
+		w, ended := questionWindow(tc.q, tc.tr, tc.prefix, 30*time.Minute-tc.prefix)
+		if !w.Start.Equal(tc.from) || !w.End.Equal(tc.tr.End) || ended != tc.ended {
+			t.Errorf("%d %s: window [%v, %v) ended %v, want from %v, ended %v", i, tc.q, w.Start, w.End, ended, tc.from, tc.ended)
+		}
+		r := Run{FaultFree: len(tc.tr.Faults) == 0, Ended: ended}
+		if r.Scored() != tc.scr {
+			t.Errorf("%d %s: scored %v, want %v", i, tc.q, r.Scored(), tc.scr)
+		}
+	}
+}
