@@ -51,6 +51,9 @@ type Config struct {
 	// SamplesTable is the per-GPU samples table (gpu_samples), read to
 	// localize a GPU cause inside a multi-GPU engine (Node.Samples).
 	SamplesTable string
+	// EngineSamplesTable is the per-engine samples table (engine_samples),
+	// read for the prefix cache's token counters (dilutedShare).
+	EngineSamplesTable string
 	// DAG is the causal DAG; nil means DefaultDAG.
 	DAG *dag.DAG
 	// Causes restricts the candidates to these taxonomy causes (nil: every
@@ -156,6 +159,7 @@ func DefaultConfig() Config {
 	return Config{
 		Table:               "requests",
 		SamplesTable:        "gpu_samples",
+		EngineSamplesTable:  "engine_samples",
 		Level:               0.95,
 		MinRequests:         400,
 		MinBaselineRequests: 400,
@@ -197,6 +201,9 @@ func (c Config) Validate() error {
 	}
 	if !identifier(c.SamplesTable) {
 		bad("samples table %q: want a plain identifier (optionally db.table)", c.SamplesTable)
+	}
+	if !identifier(c.EngineSamplesTable) {
+		bad("engine samples table %q: want a plain identifier (optionally db.table)", c.EngineSamplesTable)
 	}
 	if !(c.Level > 0 && c.Level < 1) {
 		bad("level %v outside (0,1)", c.Level)

@@ -7,6 +7,7 @@ import (
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/sqlgen"
 	cstats "github.com/tailcause/tailcause/causal/stats" // the fits name their sufficient statistics "stats"
+	"github.com/tailcause/tailcause/schemas"
 )
 
 // MediatedShare is how much of a downstream culprit's exposure shift its
@@ -44,6 +45,17 @@ func (r *run) mediates(upNode, downNode string, up, down Culprit) bool {
 	// scale, where the slope within each period cannot see it.
 	if rise := r.demandRise(up); err == nil && rise > 1 && mBase > 0 && mWin > mBase {
 		v = math.Max(nanTo0(v), math.Log(rise)/math.Log(mWin/mBase))
+	}
+	// Longer prompts dilute the prefix cache's hit ratio, a ratio of
+	// tokens: the engines' own counters say how much of its fall the
+	// longer prompts make at the same cached tokens per request.
+	if err == nil && up.Cause == schemas.CauseLongPrompts && down.Cause == schemas.CausePrefixMiss {
+		d, derr := r.dilutedShare(down.Entity)
+		if derr != nil {
+			r.note("prefix-cache dilution: %v", derr)
+		} else if !math.IsNaN(d) {
+			v = math.Max(nanTo0(v), d)
+		}
 	}
 	ok := err == nil && v >= MediatedShare
 	if err == nil && !math.IsNaN(v) {
@@ -132,6 +144,67 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 		return share, mWin, mBase, nil
 	}
 	return f.Coef[1] * dx / dy, mWin, mBase, nil
+}
+
+// The engine_samples counters of the prefix cache (vllm:prefix_cache_hits
+// and vllm:prefix_cache_queries, in tokens) and of finished requests
+// (vllm:request_success), as enrich writes them (delta per scrape).
+const (
+	prefixHitsMetric    = "prefix_hits"
+	prefixQueriesMetric = "prefix_queries"
+	requestDoneMetric   = "request_success"
+)
+
+// dilutedShare is the share of the fall of the prefix-cache hit ratio on
+// e (the scope when e names no engine or host) from the baseline to the
+// window that longer prompts make on their own: the hit ratio is cached
+// tokens over prompt tokens, so with the same cached tokens per finished
+// request and more prompt tokens per request it falls by the prompts'
+// growth alone. On the log scale, Δlog(hit ratio) = Δlog(hits per request)
+// − Δlog(queries per request): the share is the queries' part, clipped to
+// [0, 1] (hits per request that rose too leave it all to the prompts).
+// A prefix cache that stops hitting loses cached tokens per request with
+// the prompts unchanged: share 0. NaN when the ratio did not fall or the
+// counters are missing. The table is read without FINAL: its sorting key
+// has no pod, so FINAL would fold two pods of a model on one host scraped
+// at the same instant into one, while a duplicate delivery counts in the
+// hits, the queries and the requests alike.
+func (r *run) dilutedShare(e Entity) (float64, error) {
+	where := entityWhere(Entity{Host: e.Host, Pod: e.Pod, Engine: e.Engine})
+	if m := r.req.SLO.Scope["model"]; m != "" {
+		where += " AND model = " + dag.QuoteString(m)
+	} else if where == "" {
+		return math.NaN(), fmt.Errorf("no model or engine to read the counters of")
+	}
+	ivs := []Interval{r.win, *r.base}
+	win, base := sampleInterval(r.win), sampleInterval(*r.base)
+	q := fmt.Sprintf(`SELECT toFloat64(sumIf(delta, metric = %[1]s AND %[4]s)), toFloat64(sumIf(delta, metric = %[2]s AND %[4]s)), toFloat64(sumIf(delta, metric = %[3]s AND %[4]s)),
+    toFloat64(sumIf(delta, metric = %[1]s AND %[5]s)), toFloat64(sumIf(delta, metric = %[2]s AND %[5]s)), toFloat64(sumIf(delta, metric = %[3]s AND %[5]s))
+FROM %[6]s
+WHERE metric IN (%[1]s, %[2]s, %[3]s) AND isFinite(delta) AND delta >= 0 AND (%[4]s OR %[5]s) AND %[7]s%[8]s`,
+		dag.QuoteString(prefixHitsMetric), dag.QuoteString(prefixQueriesMetric), dag.QuoteString(requestDoneMetric),
+		win, base, r.cfg.EngineSamplesTable, samplePrune(ivs...), where)
+	v, err := r.floats("prefix-cache counters", q, 6)
+	if err != nil {
+		return math.NaN(), err
+	}
+	hw, qw, nw, hb, qb, nb := v[0], v[1], v[2], v[3], v[4], v[5]
+	if !(hw > 0 && qw > 0 && nw > 0 && hb > 0 && qb > 0 && nb > 0) {
+		return math.NaN(), nil
+	}
+	dlogH, dlogQ := math.Log((hw/nw)/(hb/nb)), math.Log((qw/nw)/(qb/nb))
+	fall := dlogQ - dlogH // −Δlog(hit ratio)
+	if !(fall > 0) {
+		return math.NaN(), nil
+	}
+	share := math.Max(0, math.Min(1, dlogQ/fall))
+	on := EntityString(e)
+	if on == "" {
+		on = "the scope"
+	}
+	r.note("prefix-cache dilution on %s: prompt tokens per request ×%.2f, cached tokens per request ×%.2f: the longer prompts make %.0f%% of the hit ratio's fall",
+		on, math.Exp(dlogQ), math.Exp(dlogH), 100*share)
+	return share, nil
 }
 
 // EvictedShare is how much of a prefix-miss culprit's shift may remain
