@@ -9,20 +9,24 @@ import (
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 )
 
-// dilutedShare reads the prefix cache's token counters in engine_samples:
-// longer prompts at the same cached tokens per request make the whole fall
-// of the hit ratio; a cache that stops hitting, none of it; both, their
-// log-ratios' shares.
-func TestDilutedShare(t *testing.T) {
+// promptShiftOn reads the prompt and prefix-cache token counters in
+// engine_samples. Longer prompts at the same cached tokens per request make
+// the whole fall of the hit ratio, a cache that stops hitting none of it,
+// both their log-ratios' shares (dilutedShare); the prompt tokens per second
+// rise by the arrivals and by the tokens per request, and loadShare is the
+// latter's part.
+func TestPromptShift(t *testing.T) {
 	tests := []struct {
-		name          string
-		prompts, hits float64 // the window's per-request factors on the baseline's
-		want          float64 // NaN: the ratio did not fall
+		name                    string
+		prompts, hits, arrivals float64 // the window's factors on the baseline's
+		diluted, load           float64 // NaN: the ratio did not fall, the load did not rise
 	}{
-		{"longer prompts", 1.2, 1, 1},
-		{"cache stopped hitting", 1, 0.5, 0},
-		{"both", 1.2, 0.8, math.Log(1.2) / (math.Log(1.2) - math.Log(0.8))},
-		{"longer prompts, shared prefixes", 1.2, 1.3, math.NaN()},
+		{"longer prompts", 1.2, 1, 1, 1, 1},
+		{"cache stopped hitting", 1, 0.5, 1, 0, math.NaN()},
+		{"both", 1.2, 0.8, 1, math.Log(1.2) / (math.Log(1.2) - math.Log(0.8)), 1},
+		{"longer prompts, shared prefixes", 1.2, 1.3, 1, math.NaN(), 1},
+		{"longer prompts and more arrivals", 1.2, 1, 1.5, 1, math.Log(1.2) / math.Log(1.8)},
+		{"more arrivals", 1, 1, 1.5, math.NaN(), 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,9 +39,9 @@ func TestDilutedShare(t *testing.T) {
 			}
 			for off := 10 * time.Second; off < time.Hour; off += 10 * time.Second {
 				at := synthStart.Add(off)
-				p, h := 1.0, 1.0
+				p, h, n := 1.0, 1.0, 20.0
 				if off >= 30*time.Minute {
-					p, h = tc.prompts, tc.hits
+					p, h, n = tc.prompts, tc.hits, 20*tc.arrivals
 				}
 				// Two pods of the model on one host, scraped at the same
 				// instant (the table's sorting key has no pod).
@@ -45,7 +49,7 @@ func TestDilutedShare(t *testing.T) {
 					for _, m := range []struct {
 						name  string
 						delta float64
-					}{{prefixHitsMetric, 20 * 2000 * h}, {prefixQueriesMetric, 20 * 4000 * p}, {requestDoneMetric, 20}} {
+					}{{prefixHitsMetric, n * 2000 * h}, {prefixQueriesMetric, n * 4000 * p}, {promptTokensMetric, n * 4000 * p}, {requestDoneMetric, n}} {
 						if err := batch.Append("node-1", pod, "llama-3-8b", "0", m.name, uint64(at.UnixNano()), at.Truncate(time.Second), 0.0, m.delta, m.delta/10); err != nil {
 							t.Fatal(err)
 						}
@@ -65,12 +69,17 @@ func TestDilutedShare(t *testing.T) {
 			}
 			base := window(0, 30*time.Minute)
 			r.win, r.base = window(30*time.Minute, time.Hour), &base
-			got, err := r.dilutedShare(Entity{Model: "llama-3-8b"})
+			ps, err := r.promptShiftOn(Entity{Model: "llama-3-8b"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && math.Abs(got-tc.want) > 1e-6 {
-				t.Errorf("share %v, want %v (notes %q)", got, tc.want, r.notes)
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{{"diluted share", ps.dilutedShare(), tc.diluted}, {"load share", ps.loadShare(), tc.load}} {
+				if math.IsNaN(c.want) != math.IsNaN(c.got) || !math.IsNaN(c.got) && math.Abs(c.got-c.want) > 1e-6 {
+					t.Errorf("%s %v, want %v (%+v)", c.what, c.got, c.want, ps)
+				}
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package causal
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/sqlgen"
@@ -46,15 +47,18 @@ func (r *run) mediates(upNode, downNode string, up, down Culprit) bool {
 	if rise := r.demandRise(up); err == nil && rise > 1 && mBase > 0 && mWin > mBase {
 		v = math.Max(nanTo0(v), math.Log(rise)/math.Log(mWin/mBase))
 	}
-	// Longer prompts dilute the prefix cache's hit ratio, a ratio of
-	// tokens: the engines' own counters say how much of its fall the
-	// longer prompts make at the same cached tokens per request.
-	if err == nil && up.Cause == schemas.CauseLongPrompts && down.Cause == schemas.CausePrefixMiss {
-		d, derr := r.dilutedShare(down.Entity)
-		if derr != nil {
-			r.note("prefix-cache dilution: %v", derr)
-		} else if !math.IsNaN(d) {
-			v = math.Max(nanTo0(v), d)
+	// Longer prompts lower the prefix cache's hit ratio (tokens over
+	// tokens) and raise the prompt tokens prefilled per second by their
+	// growth alone: the engines' own counters say how much of each.
+	if err == nil && up.Cause == schemas.CauseLongPrompts && (down.Cause == schemas.CausePrefixMiss || down.Cause == schemas.CausePrefillInterference) {
+		ps, perr := r.promptShiftOn(down.Entity)
+		switch {
+		case perr != nil:
+			r.note("prompt counters: %v", perr)
+		case down.Cause == schemas.CausePrefixMiss:
+			v = math.Max(nanTo0(v), nanTo0(ps.dilutedShare()))
+		default:
+			v = math.Max(nanTo0(v), nanTo0(ps.loadShare()))
 		}
 	}
 	ok := err == nil && v >= MediatedShare
@@ -146,65 +150,123 @@ func (r *run) mediatedShare(upNode, downNode string, e Entity) (share, mWin, mBa
 	return f.Coef[1] * dx / dy, mWin, mBase, nil
 }
 
-// The engine_samples counters of the prefix cache (vllm:prefix_cache_hits
-// and vllm:prefix_cache_queries, in tokens) and of finished requests
-// (vllm:request_success), as enrich writes them (delta per scrape).
+// promptShift is how the prompt counters of an engine (or of the scope's
+// engines) moved from the baseline to the window, each as window over
+// baseline: prompt tokens per finished request, prompt tokens per second
+// (the mean of the scrapes' rates, as engine_prompt_tps), and the prefix
+// cache's cached and queried tokens per finished request. Zero where a
+// counter is missing.
+type promptShift struct {
+	perRequest, perSecond, cached, queried float64
+}
+
+// dilutedShare is the share of the fall of the prefix-cache hit ratio that
+// longer prompts make on their own: the hit ratio is cached tokens over
+// queried (prompt) tokens, so with the same cached tokens per request and
+// more prompt tokens per request it falls by the prompts' growth alone. On
+// the log scale, Δlog(hit ratio) = Δlog(cached per request) − Δlog(queried
+// per request): the share is the queried part, clipped to [0, 1] (cached
+// tokens per request that rose too leave it all to the prompts). A prefix
+// cache that stops hitting loses cached tokens per request with the
+// prompts unchanged: share 0. NaN when the ratio did not fall or a counter
+// is missing.
+func (p promptShift) dilutedShare() float64 {
+	if !(p.cached > 0 && p.queried > 0) {
+		return math.NaN()
+	}
+	dlogH, dlogQ := math.Log(p.cached), math.Log(p.queried)
+	fall := dlogQ - dlogH
+	if !(fall > 0) {
+		return math.NaN()
+	}
+	return math.Max(0, math.Min(1, dlogQ/fall))
+}
+
+// loadShare is the share of the rise of the prompt tokens prefilled per
+// second that longer prompts make: tokens per second = finished requests
+// per second × tokens per request, so on the log scale the tokens per
+// request's part of the rise, clipped to [0, 1]. NaN when the load did not
+// rise or a counter is missing.
+func (p promptShift) loadShare() float64 {
+	if !(p.perRequest > 0 && p.perSecond > 1) {
+		return math.NaN()
+	}
+	return math.Max(0, math.Min(1, math.Log(p.perRequest)/math.Log(p.perSecond)))
+}
+
+// The engine_samples counters of prompt tokens, of the prefix cache
+// (vllm:prefix_cache_hits and vllm:prefix_cache_queries, in tokens) and of
+// finished requests (vllm:request_success), as enrich writes them (delta
+// and rate per scrape).
 const (
+	promptTokensMetric  = "prompt_tokens"
 	prefixHitsMetric    = "prefix_hits"
 	prefixQueriesMetric = "prefix_queries"
 	requestDoneMetric   = "request_success"
 )
 
-// dilutedShare is the share of the fall of the prefix-cache hit ratio on
-// e (the scope when e names no engine or host) from the baseline to the
-// window that longer prompts make on their own: the hit ratio is cached
-// tokens over prompt tokens, so with the same cached tokens per finished
-// request and more prompt tokens per request it falls by the prompts'
-// growth alone. On the log scale, Δlog(hit ratio) = Δlog(hits per request)
-// − Δlog(queries per request): the share is the queries' part, clipped to
-// [0, 1] (hits per request that rose too leave it all to the prompts).
-// A prefix cache that stops hitting loses cached tokens per request with
-// the prompts unchanged: share 0. NaN when the ratio did not fall or the
-// counters are missing. The table is read without FINAL: its sorting key
-// has no pod, so FINAL would fold two pods of a model on one host scraped
-// at the same instant into one, while a duplicate delivery counts in the
-// hits, the queries and the requests alike.
-func (r *run) dilutedShare(e Entity) (float64, error) {
-	where := entityWhere(Entity{Host: e.Host, Pod: e.Pod, Engine: e.Engine})
+// promptShiftOn reads the prompt counters' shift on e's engine (the
+// scope's model when e names no engine or host); memoized. The table is
+// read without FINAL: its sorting key has no pod, so FINAL would fold two
+// pods of a model on one host scraped at the same instant into one, while
+// a duplicate delivery counts in numerators and denominators alike.
+func (r *run) promptShiftOn(e Entity) (promptShift, error) {
+	on := Entity{Host: e.Host, Pod: e.Pod, Engine: e.Engine}
+	key := EntityString(on)
+	if p, ok := r.prompts[key]; ok {
+		return p, nil
+	}
+	where := entityWhere(on)
 	if m := r.req.SLO.Scope["model"]; m != "" {
 		where += " AND model = " + dag.QuoteString(m)
 	} else if where == "" {
-		return math.NaN(), fmt.Errorf("no model or engine to read the counters of")
+		return promptShift{}, fmt.Errorf("no model or engine to read the counters of")
 	}
-	ivs := []Interval{r.win, *r.base}
 	win, base := sampleInterval(r.win), sampleInterval(*r.base)
-	q := fmt.Sprintf(`SELECT toFloat64(sumIf(delta, metric = %[1]s AND %[4]s)), toFloat64(sumIf(delta, metric = %[2]s AND %[4]s)), toFloat64(sumIf(delta, metric = %[3]s AND %[4]s)),
-    toFloat64(sumIf(delta, metric = %[1]s AND %[5]s)), toFloat64(sumIf(delta, metric = %[2]s AND %[5]s)), toFloat64(sumIf(delta, metric = %[3]s AND %[5]s))
-FROM %[6]s
-WHERE metric IN (%[1]s, %[2]s, %[3]s) AND isFinite(delta) AND delta >= 0 AND (%[4]s OR %[5]s) AND %[7]s%[8]s`,
-		dag.QuoteString(prefixHitsMetric), dag.QuoteString(prefixQueriesMetric), dag.QuoteString(requestDoneMetric),
-		win, base, r.cfg.EngineSamplesTable, samplePrune(ivs...), where)
-	v, err := r.floats("prefix-cache counters", q, 6)
+	sum := func(metric, period string) string {
+		return fmt.Sprintf("toFloat64(sumIf(delta, metric = %s AND %s))", dag.QuoteString(metric), period)
+	}
+	rate := func(period string) string {
+		return fmt.Sprintf("toFloat64(avgIf(rate_per_s, metric = %s AND isFinite(rate_per_s) AND %s))", dag.QuoteString(promptTokensMetric), period)
+	}
+	var cols []string
+	for _, period := range []string{win, base} {
+		cols = append(cols, sum(promptTokensMetric, period), sum(prefixHitsMetric, period), sum(prefixQueriesMetric, period), sum(requestDoneMetric, period), rate(period))
+	}
+	q := fmt.Sprintf(`SELECT %s
+FROM %s
+WHERE metric IN (%s, %s, %s, %s) AND isFinite(delta) AND delta >= 0 AND (%s OR %s) AND %s%s`,
+		strings.Join(cols, ", "), r.cfg.EngineSamplesTable,
+		dag.QuoteString(promptTokensMetric), dag.QuoteString(prefixHitsMetric), dag.QuoteString(prefixQueriesMetric), dag.QuoteString(requestDoneMetric),
+		win, base, samplePrune(r.win, *r.base), where)
+	v, err := r.floats("prompt counters", q, 10)
 	if err != nil {
-		return math.NaN(), err
+		return promptShift{}, err
 	}
-	hw, qw, nw, hb, qb, nb := v[0], v[1], v[2], v[3], v[4], v[5]
-	if !(hw > 0 && qw > 0 && nw > 0 && hb > 0 && qb > 0 && nb > 0) {
-		return math.NaN(), nil
+	ratio := func(w, b float64) float64 {
+		if w > 0 && b > 0 && !math.IsInf(w/b, 0) {
+			return w / b
+		}
+		return 0
 	}
-	dlogH, dlogQ := math.Log((hw/nw)/(hb/nb)), math.Log((qw/nw)/(qb/nb))
-	fall := dlogQ - dlogH // −Δlog(hit ratio)
-	if !(fall > 0) {
-		return math.NaN(), nil
+	pw, hw, qw, nw, sw := v[0], v[1], v[2], v[3], v[4]
+	pb, hb, qb, nb, sb := v[5], v[6], v[7], v[8], v[9]
+	var p promptShift
+	if nw > 0 && nb > 0 {
+		p.perRequest, p.cached, p.queried = ratio(pw/nw, pb/nb), ratio(hw/nw, hb/nb), ratio(qw/nw, qb/nb)
 	}
-	share := math.Max(0, math.Min(1, dlogQ/fall))
-	on := EntityString(e)
-	if on == "" {
-		on = "the scope"
+	p.perSecond = ratio(sw, sb)
+	where2 := EntityString(e)
+	if where2 == "" {
+		where2 = "the scope"
 	}
-	r.note("prefix-cache dilution on %s: prompt tokens per request ×%.2f, cached tokens per request ×%.2f: the longer prompts make %.0f%% of the hit ratio's fall",
-		on, math.Exp(dlogQ), math.Exp(dlogH), 100*share)
-	return share, nil
+	r.note("prompt counters on %s, window over baseline: prompt tokens per request ×%.2f, per second ×%.2f; cached tokens per request ×%.2f, queried ×%.2f",
+		where2, p.perRequest, p.perSecond, p.cached, p.queried)
+	if r.prompts == nil {
+		r.prompts = map[string]promptShift{}
+	}
+	r.prompts[key] = p
+	return p, nil
 }
 
 // EvictedShare is how much of a prefix-miss culprit's shift may remain
