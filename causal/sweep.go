@@ -26,6 +26,14 @@ type SweepRequest struct {
 	SLO      SLO
 	Window   Interval
 	Baseline *Interval
+	// LookBack: when nothing broke in the window and requests before it
+	// make a history (no Baseline given), ask again over the window with
+	// its history ([A − Config.BaselineLength, B], from the first request
+	// there) and report the breaches that last into the window: a tail
+	// that broke before the window began and is still broken (the page an
+	// on-call engineer opens minutes into a fault). The baseline the
+	// window alone would get holds the fault's start and hides it.
+	LookBack bool
 }
 
 // Breach levels, as Where.Level reports them.
@@ -126,6 +134,73 @@ func (s *SweepResult) Answer() []*Analysis {
 // (Request.Focus). Breaches are returned most severe first (excess tail
 // requests). A window with no breach anywhere gives no breaches.
 func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, error) {
+	res, err := a.sweep(ctx, req)
+	if err != nil || len(res.Breaches) > 0 || !req.LookBack || req.Baseline != nil {
+		return res, err
+	}
+	from, ok, err := a.historyStart(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	if !ok {
+		return res, nil
+	}
+	ext := req
+	ext.Window.Start = from
+	back, err := a.sweep(ctx, ext)
+	if err != nil {
+		return nil, err
+	}
+	var kept []*Analysis
+	for _, an := range back.Breaches {
+		if breachEnd(an).After(req.Window.Start) {
+			note := fmt.Sprintf("the tail broke before the window asked (%s) and is still broken in it: asked again over %s, the window with its history", fmtInterval(req.Window), fmtInterval(ext.Window))
+			an.Notes, an.Incident.Notes = append(an.Notes, note), append(an.Incident.Notes, note)
+			kept = append(kept, an)
+		}
+	}
+	res.Queries += back.Queries
+	res.QueryTime += back.QueryTime
+	res.CopyQueries += back.CopyQueries
+	if len(kept) == 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("nothing broke in the window; asked again over %s, the window with its history: nothing broke that lasts into the window", fmtInterval(ext.Window)))
+		return res, nil
+	}
+	res.Breaches = kept
+	res.Notes = append(res.Notes, fmt.Sprintf("nothing broke against the window's own baseline; over %s, the window with its history, %d breach(es) that began before the window and last into it", fmtInterval(ext.Window), len(kept)))
+	return res, nil
+}
+
+// historyStart is where the look-back sweep of req starts: the first
+// request of the sweep's scope in [A − BaselineLength, A), when there are
+// at least MinBaselineRequests there (ok).
+func (a *Analyzer) historyStart(ctx context.Context, req SweepRequest) (time.Time, bool, error) {
+	h := Interval{Start: req.Window.Start.Add(-a.cfg.BaselineLength), End: req.Window.Start}
+	where := prune(h) + " AND " + inInterval(h)
+	if len(req.SLO.Scope) > 0 {
+		where += " AND " + scopeWhere(req.SLO.Scope)
+	}
+	v, err := queryFloats(ctx, a.db, "history", fmt.Sprintf("SELECT toFloat64(count()), toFloat64(min(start_ns)) FROM %s WHERE %s", a.table(), where), 2)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if v[0] < float64(a.cfg.MinBaselineRequests) {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, int64(v[1])).UTC(), true, nil
+}
+
+// breachEnd is when a breach's stretch ends: the entity's stretch, else
+// the (narrowed) window of its analysis.
+func breachEnd(an *Analysis) time.Time {
+	if w := an.Incident.Breach; w != nil && w.Stretch != nil {
+		return w.Stretch.End
+	}
+	return an.Incident.Window.End
+}
+
+// sweep is Sweep without the look-back.
+func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, error) {
 	if !req.Window.End.After(req.Window.Start) {
 		return nil, fmt.Errorf("sweep: invalid request: window %s is empty", fmtInterval(req.Window))
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -418,5 +420,45 @@ func TestWorseThanRest(t *testing.T) {
 	}
 	if whole := (&screened{n: 500, k: 9}); !worseThanRest(whole, 9, 500) {
 		t.Error("the whole scope: not worse than the rest")
+	}
+}
+
+// A slow pod among 16 since minute 30, asked about the last 10 minutes:
+// the time before the window holds 20 minutes of the fault, and against it
+// nothing broke in the window. With LookBack the window is asked again
+// with its history and the pod's breach, begun before the window and
+// lasting into it, is reported; a fault that ended before the window, or
+// no fault, gives none.
+func TestSweepLookBack(t *testing.T) {
+	s := synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.3}}}
+	win := window(50*time.Minute, time.Hour)
+	if res := sweepScenario(t, s, SweepRequest{Window: win}); len(res.Breaches) != 0 {
+		t.Fatalf("without the look-back: %d breaches; the case no longer needs it", len(res.Breaches))
+	}
+	res := sweepScenario(t, s, SweepRequest{Window: win, LookBack: true})
+	if len(res.Breaches) != 1 {
+		t.Fatalf("%d breaches, want 1 (the slow pod)", len(res.Breaches))
+	}
+	in := res.Breaches[0].Incident
+	want := engineEntity(5, 0)
+	if in.Breach == nil || in.Breach.Entity.Pod != want.Pod || len(in.Culprits) == 0 || in.Culprits[0].Cause != schemas.CauseEntityDegraded || in.Culprits[0].Entity.Pod != want.Pod {
+		t.Fatalf("breach %+v, culprits %+v, want entity.degraded on %s", in.Breach, in.Culprits, want.Pod)
+	}
+	if !slices.ContainsFunc(in.Notes, func(n string) bool { return strings.Contains(n, "broke before the window asked") }) {
+		t.Errorf("notes %q: the look-back is not said", in.Notes)
+	}
+	if end := breachEnd(res.Breaches[0]); !end.After(win.Start) {
+		t.Errorf("breach ends %v, before the window", end)
+	}
+	// Ended before the window: nothing lasts into it.
+	s.FaultTo = 45 * time.Minute
+	if res := sweepScenario(t, s, SweepRequest{Window: win, LookBack: true}); len(res.Breaches) != 0 {
+		t.Errorf("fault ended before the window: %d breaches, want none", len(res.Breaches))
+	}
+	// No fault.
+	s.Faults = nil
+	if res := sweepScenario(t, s, SweepRequest{Window: win, LookBack: true}); len(res.Breaches) != 0 {
+		t.Errorf("no fault: %d breaches, want none", len(res.Breaches))
 	}
 }

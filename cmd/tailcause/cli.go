@@ -78,7 +78,10 @@ var helpDocs = map[string]helpDoc{
 		synopsis: []string{"rank --from RFC3339 --to RFC3339 [--scope k=v[,k=v]] [--format json|table] [flags]"},
 		about: "Rank the root causes of the tail latency inside [from, to). Without --scope, the whole fleet: every model and " +
 			"every engine or host far worse than its peers; one v1 document per breach (a JSON array, most severe first, " +
-			"when there are several). Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way). " +
+			"when there are several). When nothing broke against the window's own baseline and the hour before it holds requests, " +
+			"the window is asked again with that history, and a breach that began before the window and lasts into it is reported " +
+			"(its document says so in its notes): the fault a page points at has often begun before the window asked about. " +
+			"Prints one document with status \"ok\" and no culprits when nothing broke (exit status 0 either way). " +
 			"It creates and migrates nothing and reads only (--store also writes the incident): a read-only ClickHouse user will do, " +
 			"and a database without the current schema is an error naming `tailcause migrate`.",
 		examples: []string{

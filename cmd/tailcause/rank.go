@@ -185,7 +185,7 @@ func cmdRank(ctx context.Context, e *env, args []string) error {
 		results = append(results, res)
 	} else {
 		// The fleet-wide question: every scope and entity whose tail broke.
-		sw, err := an.Sweep(ctx, causal.SweepRequest{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline})
+		sw, err := an.Sweep(ctx, causal.SweepRequest{SLO: req.SLO, Window: req.Window, Baseline: req.Baseline, LookBack: true})
 		if err != nil {
 			return fmt.Errorf("rank: %w", err)
 		}

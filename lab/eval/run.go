@@ -448,7 +448,7 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 		return fail(err)
 	}
 	t1 := time.Now()
-	res, err := an.Sweep(ctx, causal.SweepRequest{SLO: causal.SLO{Signal: "e2e_latency", Quantile: 0.99}, Window: window})
+	res, err := an.Sweep(ctx, causal.SweepRequest{SLO: causal.SLO{Signal: "e2e_latency", Quantile: 0.99}, Window: window, LookBack: true})
 	if err != nil {
 		return fail(fmt.Errorf("sweep: %w", err))
 	}
