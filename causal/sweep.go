@@ -153,8 +153,9 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	}
 	var kept []*Analysis
 	for _, an := range back.Breaches {
-		if breachEnd(an).After(req.Window.Start) {
-			note := fmt.Sprintf("the tail broke before the window asked (%s) and is still broken in it: asked again over %s, the window with its history", fmtInterval(req.Window), fmtInterval(ext.Window))
+		if end := breachEnd(an); end.After(req.Window.Start) {
+			note := fmt.Sprintf("the tail broke before the window asked (%s) and stayed broken into it, to %s: asked again over %s, the window with its history",
+				fmtInterval(req.Window), end.UTC().Format(time.RFC3339), fmtInterval(ext.Window))
 			an.Notes, an.Incident.Notes = append(an.Notes, note), append(an.Incident.Notes, note)
 			kept = append(kept, an)
 		}
