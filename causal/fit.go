@@ -671,14 +671,17 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	// every engine alike, and the one that happens to carry most of the
 	// affected tail is not its entity.
 	concentrated := func(es ...*entityStats) bool {
-		var in, inN, allN float64
+		var in, inN, allN, inB, inNb, allNb float64
 		for _, e := range es {
 			in += e.exp[c.pidx].wExp
 			inN += e.nw
+			inB += e.exp[c.pidx].bExp
+			inNb += e.nb
 		}
 		for k, e := range set {
 			if k != "" {
 				allN += e.nw
+				allNb += e.nb
 			}
 		}
 		outN := allN - inN
@@ -689,7 +692,10 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 			return len(es) == 1
 		}
 		out := math.Max(c.exp.wExp-in, 0)
-		return in/inN >= 3*out/outN
+		if in/inN < 3*out/outN {
+			return false
+		}
+		return !r.othersExposed(out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb)
 	}
 	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when
@@ -735,6 +741,31 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	c.cand.Exemplars = r.exemplars(c)
 	return nil // the deferred splitCause's, when spread
 }
+
+// othersExposed reports whether the exposure of the other entities of
+// the scope rose from the baseline too: to at least OthersExposedRise
+// times their baseline rate and by at least OthersExposedMin. A
+// mechanism that turned on across the scope is the scope's, even when
+// the tail gathers on the entity where it bit hardest: a tuning run's
+// KV cache lost on a whole model (seed 2595) preempted on four of its six
+// pods, none before, and one pod, more loaded, carried 88% of the
+// affected tail. The other pods of a one-pod fault stay as exposed as
+// they were. False without a baseline (or too few baseline rows).
+func (r *run) othersExposed(winRate, baseExp, baseN float64) bool {
+	if r.base == nil || baseN < float64(r.cfg.MinEntityRows) {
+		return false
+	}
+	baseRate := baseExp / baseN
+	return winRate >= OthersExposedRise*baseRate && winRate-baseRate >= OthersExposedMin
+}
+
+// OthersExposedRise and OthersExposedMin: how much the other entities'
+// exposure must rise from the baseline for a mechanism to be the scope's
+// (othersExposed).
+const (
+	OthersExposedRise = 3.0
+	OthersExposedMin  = 0.01
+)
 
 // splitCause turns a cause spread over several engines or GPUs into one
 // culprit per entity: the same adjusted effect, the attributable fraction

@@ -3,6 +3,7 @@ package causal
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tailcause/tailcause/causal/dag"
 	"github.com/tailcause/tailcause/causal/stats"
@@ -347,6 +348,31 @@ func TestConfirmEntity(t *testing.T) {
 	} {
 		if got := confirmEntity(tc.an, pod, tc.deferred); got != tc.want {
 			t.Errorf("%s: verdict %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// othersExposed: a mechanism whose exposure rose on the scope's other
+// entities too is the scope's; one that left them as they were is the
+// entity's own; without a baseline nothing tells.
+func TestOthersExposed(t *testing.T) {
+	base := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)}
+	for _, tc := range []struct {
+		name          string
+		base          *Interval
+		win, bExp, bN float64
+		want          bool
+	}{
+		{"preemptions on the other pods, none before", &base, 0.04, 0, 20000, true},
+		{"the other pods as exposed as before", &base, 0.05, 1000, 20000, false},
+		{"three times, but by less than a point", &base, 0.006, 30, 20000, false},
+		{"a rise that stays under three times", &base, 0.12, 1000, 20000, false},
+		{"no baseline", nil, 0.04, 0, 0, false},
+		{"too few baseline rows", &base, 0.04, 0, 10, false},
+	} {
+		r := &run{cfg: DefaultConfig(), base: tc.base}
+		if got := r.othersExposed(tc.win, tc.bExp, tc.bN); got != tc.want {
+			t.Errorf("%s: othersExposed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
