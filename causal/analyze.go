@@ -112,7 +112,8 @@ type Config struct {
 	// because the engine served slower, not because more work arrived, and
 	// the culprit ranks below every other culprit on that engine or GPU.
 	QueueDemandRise float64
-	// ScopeDemandRise is QueueDemandRise for a queue of the whole scope
+	// ScopeDemandRise is QueueDemandRise for a queue of the whole scope,
+	// or of an engine that serves 95% of its window requests or more
 	// (1.2, the margin the breach rule calls material): a model's traffic
 	// comes from its clients, not from a router that may steer a share of
 	// it between engines, and near capacity a fifth more of it is a surge

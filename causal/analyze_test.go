@@ -331,16 +331,19 @@ func testHostWideThrottleWithIdleGPUs(t *testing.T, dcgmDefaults bool) {
 // evicts: on an engine whose KV fault fills its cache, the prefix misses
 // rose only where the cache was full (evictions: the KV culprit's); on an
 // engine whose prefix cache stopped hitting, they rose where it had room
-// too (the prefix cache's own).
+// too (the prefix cache's own). An engine that lost most of a roomy cache
+// (kv_lost) misses where it still has room as well, but its KV usage rose
+// far past what the lost sharing could fill: evictions again.
 func TestEvictsTellsEvictionsFromPrefixFault(t *testing.T) {
 	for _, tc := range []struct {
-		kind string
-		want bool
-	}{{"kv", true}, {"prefix", false}} {
-		t.Run(tc.kind, func(t *testing.T) {
+		kind  string
+		lowKV bool
+		want  bool
+	}{{"kv", false, true}, {"prefix", false, false}, {"kv_lost", true, true}, {"prefix", true, false}} {
+		t.Run(fmt.Sprintf("%s/lowKV=%v", tc.kind, tc.lowKV), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			s := synthScenario{Seed: 21, Duration: time.Hour, FaultFrom: 30 * time.Minute, PrefixHits: true,
+			s := synthScenario{Seed: 21, Duration: time.Hour, FaultFrom: 30 * time.Minute, PrefixHits: true, LowKV: tc.lowKV,
 				Faults: []synthFault{{Kind: tc.kind, Host: 1, GPU: 1}}}
 			a := synthAnalyzer(ctx, t, s)
 			base := window(0, 30*time.Minute)

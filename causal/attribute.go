@@ -208,6 +208,21 @@ func (r *run) candidates() []*causeRun {
 	return causes
 }
 
+// elevatedAt is a continuous cause's exposure threshold: its quantile p
+// of qs (quantiles on gridProbs), exposed above it. When that quantile is
+// the largest value too — a bounded covariate whose top 5% sit at its
+// ceiling, such as a miss ratio of 1 for requests sharing no prefix — the
+// ceiling itself is exposed (the threshold just below it): "above the
+// ceiling" exposes nothing, and a prefix cache that stopped hitting for
+// every request was skipped as affecting none (tuning seed 2453).
+func elevatedAt(expr string, qs []float64, p float64, what string) (float64, string) {
+	v := interp(gridProbs, qs, p)
+	if len(qs) > 0 && v >= qs[len(qs)-1] && !math.IsInf(v, 0) {
+		return math.Nextafter(v, math.Inf(-1)), fmt.Sprintf("%s at %s (%s, its maximum)", expr, fmtNum(v), what)
+	}
+	return v, fmt.Sprintf("%s above %s (%s)", expr, fmtNum(v), what)
+}
+
 // attribute estimates every candidate cause of a breached window.
 func (r *run) attribute() error {
 	r.causes = r.candidates()
@@ -229,11 +244,9 @@ func (r *run) attribute() error {
 				continue
 			}
 			if r.base != nil && nq.nBase > 0 {
-				c.elevated = interp(gridProbs, nq.base, 0.95)
-				c.label = fmt.Sprintf("%s above %s (baseline P95)", c.node.Expr, fmtNum(c.elevated))
+				c.elevated, c.label = elevatedAt(c.node.Expr, nq.base, 0.95, "baseline P95")
 			} else {
-				c.elevated = interp(gridProbs, nq.win, 0.9)
-				c.label = fmt.Sprintf("%s above %s (window P90)", c.node.Expr, fmtNum(c.elevated))
+				c.elevated, c.label = elevatedAt(c.node.Expr, nq.win, 0.9, "window P90")
 			}
 			c.exposed = "(" + c.node.Covariate() + " > " + dag.FormatFloat(c.elevated) + ")"
 			c.meanDelta, c.typDelta = nq.meanDelta()
@@ -331,14 +344,26 @@ func (r *run) judgeDemand(c *causeRun) error {
 		r.peerDemand(c)
 		return nil
 	}
-	var nw, nb float64
+	var nw, nb, allW float64
+	for _, p := range r.placements {
+		allW += p.nw
+	}
 	where, need := "the scope", r.cfg.ScopeDemandRise
 	if es := r.engines[c.entityKey]; c.entityKey != "" && es != nil {
-		nw, nb, where, need = es.nw, es.nb, "engine "+es.key, r.cfg.QueueDemandRise
+		nw, nb, where = es.nw, es.nb, "engine "+es.key
+		// An engine that serves (nearly) the whole scope has no router
+		// steering a share of the traffic to it: its arrivals are the
+		// model's, judged as the scope's (tuning seed 2305: a model's
+		// only engine got ×1.49 the arrivals, a surge judged a symptom
+		// at the engine's ×1.5).
+		if nw < 0.95*allW {
+			need = r.cfg.QueueDemandRise
+		}
 	} else {
 		for _, p := range r.placements {
-			nw, nb = nw+p.nw, nb+p.nb
+			nb += p.nb
 		}
+		nw = allW
 	}
 	if need == 0 {
 		need = r.cfg.QueueDemandRise

@@ -274,6 +274,12 @@ WHERE metric IN (%s, %s, %s, %s) AND isFinite(delta) AND delta >= 0 AND (%s OR %
 // count as the KV culprit's evictions (evicts).
 const EvictedShare = 0.5
 
+// KVRiseOverSharing is the margin by which the KV usage's rise must pass
+// the most that lost prefix sharing can fill (1/(1 − hit ratio)) for the
+// misses to be the KV culprit's evictions whatever the cache's room
+// (evictedShift): load and prompt mix move usage too.
+const KVRiseOverSharing = 2.0
+
 // evicts reports whether a prefix-miss culprit's shift is the KV
 // culprit's doing: a full cache evicts cached prefixes, so misses caused
 // by KV pressure appear where the cache was full and not where it had
@@ -283,7 +289,10 @@ const EvictedShare = 0.5
 // the KV cause (KV below 0.9, no preemption) is compared with its shift
 // among all: below EvictedShare of it — or nearly every window request
 // exposed (fewer than 30 not), where nothing tells the two apart — the
-// misses are evictions. False without a baseline; memoized.
+// misses are evictions. Before that: a KV usage that rose far past what
+// the lost sharing could fill means the cache lost room, and its misses
+// are evictions wherever they fell (evictedShift). False without a
+// baseline; memoized.
 func (r *run) evicts(kv, prefix Culprit) bool {
 	if r.base == nil {
 		return false
@@ -304,11 +313,11 @@ func (r *run) evicts(kv, prefix Culprit) bool {
 }
 
 func (r *run) evictedShift(kv, prefix Culprit) (bool, error) {
-	var ex, miss string
+	var ex, miss, usage string
 	for _, c := range r.causes {
 		switch {
 		case c.cand.Cause == kv.Cause && c.cand.Skipped == "" && ex == "":
-			ex = c.exposed
+			ex, usage = c.exposed, "toFloat64("+c.node.Expr+")"
 		case c.cand.Cause == prefix.Cause && c.cand.Skipped == "" && miss == "":
 			miss = "toFloat64(" + c.node.Expr + ")"
 		}
@@ -319,13 +328,15 @@ func (r *run) evictedShift(kv, prefix Culprit) (bool, error) {
 	where := r.pooledWhere() + " AND isFinite(" + miss + ")" + entityWhere(prefix.Entity)
 	win, base := r.inWin(), inInterval(*r.base)
 	q := fmt.Sprintf(`SELECT toFloat64(avgIf(%[1]s, %[2]s)), toFloat64(avgIf(%[1]s, %[3]s)), toFloat64(avgIf(%[1]s, %[2]s AND NOT %[4]s)), toFloat64(avgIf(%[1]s, %[3]s AND NOT %[4]s)),
-    toFloat64(countIf(%[2]s)), toFloat64(countIf(%[2]s AND NOT %[4]s)), toFloat64(countIf(%[3]s AND NOT %[4]s))
-FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
-	row, err := r.floats("evictions", q, 7)
+    toFloat64(countIf(%[2]s)), toFloat64(countIf(%[2]s AND NOT %[4]s)), toFloat64(countIf(%[3]s AND NOT %[4]s)),
+    toFloat64(avgIf(%[7]s, %[2]s AND isFinite(%[7]s))), toFloat64(avgIf(%[7]s, %[3]s AND isFinite(%[7]s)))
+FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where, usage)
+	row, err := r.floats("evictions", q, 9)
 	if err != nil {
 		return false, err
 	}
 	w, b, wRoom, bRoom, nWin, nWinRoom, nBaseRoom := row[0], row[1], row[2], row[3], row[4], row[5], row[6]
+	uw, ub := row[7], row[8]
 	shift := w - b
 	if !(shift > 0) || nWin == 0 {
 		return false, nil
@@ -333,6 +344,19 @@ FROM %[5]s WHERE %[6]s`, miss, win, base, ex, r.table(), where)
 	on := EntityString(prefix.Entity)
 	if on == "" {
 		on = "the scope"
+	}
+	// Misses cannot fill the cache beyond what the lost sharing held: a
+	// request that misses its prefix holds its own copy of blocks it would
+	// have shared, so the referenced blocks grow at most by 1/(1 − h),
+	// h the baseline's hit ratio. KV usage that rose far past that bound
+	// was not filled by the misses: the cache lost room, and a cache with
+	// less room keeps fewer evictable prefixes at any usage (vLLM's usage
+	// counts referenced blocks only), so the misses where it "had room"
+	// are evictions too (tuning seed 2495: a model's KV cache lost, usage
+	// ×100, the miss ratio up 0.11 at usage below 0.5).
+	if hb := 1 - b; hb >= 0 && hb < 1 && ub > 0 && uw/ub > KVRiseOverSharing/(1-hb) {
+		r.note("evictions: KV usage on %s rose ×%.3g, past ×%.3g, what losing a %.0f%% prefix hit ratio could fill: the misses are the KV cause's evictions", on, uw/ub, KVRiseOverSharing/(1-hb), 100*hb)
+		return true, nil
 	}
 	if nWinRoom < 30 || nBaseRoom < 30 {
 		r.note("evictions: %.0f of %.0f window requests on %s found the KV cache with room: the prefix misses cannot be told from evictions", nWinRoom, nWin, on)

@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +375,51 @@ func TestOthersExposed(t *testing.T) {
 		if got := r.othersExposed(tc.win, tc.bExp, tc.bN); got != tc.want {
 			t.Errorf("%s: othersExposed = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// judgeDemand: a queue on an engine among peers needs QueueDemandRise
+// (×1.5) more arrivals to be demand, since a router may steer traffic to
+// it; an engine that serves the whole scope is judged as the scope is
+// (ScopeDemandRise, ×1.2): its arrivals are its clients'.
+func TestJudgeDemandWholeScopeEngine(t *testing.T) {
+	base := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)}
+	for _, tc := range []struct {
+		name    string
+		peers   bool
+		symptom bool
+	}{{"the scope's only engine", false, false}, {"one engine of two", true, true}} {
+		r := &run{cfg: DefaultConfig(), base: &base, spans: []float64{600, 600},
+			engines:    map[string]*entityStats{"h/a/0": {key: "h/a/0", nw: 1400, nb: 1000}},
+			placements: []placementRow{{host: "h", pod: "a", engine: "0", nw: 1400, nb: 1000}}}
+		if tc.peers {
+			r.engines["h/b/0"] = &entityStats{key: "h/b/0", nw: 1000, nb: 1000}
+			r.placements = append(r.placements, placementRow{host: "h", pod: "b", engine: "0", nw: 1000, nb: 1000})
+		}
+		c := &causeRun{entityKey: "h/a/0"}
+		if err := r.judgeDemand(c); err != nil {
+			t.Fatal(err)
+		}
+		if c.cand.Symptom != tc.symptom {
+			t.Errorf("%s: arrivals ×1.4, symptom %v, want %v (%q)", tc.name, c.cand.Symptom, tc.symptom, c.cand.Evidence)
+		}
+	}
+}
+
+// elevatedAt: a quantile below the maximum is exposed above it; one at the
+// maximum (a ratio whose top 5% sit at 1) exposes the maximum itself.
+func TestElevatedAtCeiling(t *testing.T) {
+	ramp := make([]float64, len(gridProbs))
+	capped := make([]float64, len(gridProbs))
+	for i, p := range gridProbs {
+		ramp[i] = p
+		capped[i] = math.Min(1, 1.2*p)
+	}
+	if v, label := elevatedAt("x", ramp, 0.95, "baseline P95"); v != 0.95 || label != "x above 0.95 (baseline P95)" {
+		t.Errorf("ramp: %v %q", v, label)
+	}
+	v, label := elevatedAt("x", capped, 0.95, "baseline P95")
+	if v >= 1 || v < 0.9999 || label != "x at 1 (baseline P95, its maximum)" {
+		t.Errorf("capped: %v %q", v, label)
 	}
 }

@@ -77,14 +77,19 @@ type Scenario struct {
 	// ("prefix_all") fault stops the engine's (every engine's) cache
 	// hitting whatever its KV usage.
 	PrefixHits bool
-	FaultFrom  time.Duration // offset from Start
-	FaultTo    time.Duration // 0: until the end
-	Faults     []Fault
+	// LowKV quarters every engine's KV usage (a cache with room to spare),
+	// so that a "kv_lost" fault's rise shows: it takes most of the cache,
+	// usage ×8, and the smaller pool keeps fewer evictable prefixes at any
+	// usage (with PrefixHits the hit ratio falls to 0.3 below KV 0.9 too).
+	LowKV     bool
+	FaultFrom time.Duration // offset from Start
+	FaultTo   time.Duration // 0: until the end
+	Faults    []Fault
 }
 
 // Fault is one fault of a Scenario, acting on engine GPU of host Host.
 type Fault struct {
-	Kind   string // "kv", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue", "prefix", "prefix_all"
+	Kind   string // "kv", "kv_lost", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue", "prefix", "prefix_all"
 	Host   int
 	GPU    int
 	From   time.Duration // 0: scenario's FaultFrom
@@ -268,7 +273,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		temp := 62 + 4*rng.NormFloat64()
 		pcie := 2e9 * (1 + 0.2*rng.NormFloat64())
 		dram := 0.4 + 0.05*rng.NormFloat64()
-		kvFault, prefixFault, degraded := false, false, 1.0
+		kvFault, kvLost, prefixFault, degraded := false, false, false, 1.0
 		for _, f := range s.Faults {
 			if !s.active(f, off) {
 				continue
@@ -286,6 +291,8 @@ func (g *synthGen) next(max int) *synthBlock {
 				prefixFault = true
 			case "kv":
 				kvFault = kvFault || on
+			case "kv_lost":
+				kvFault, kvLost = kvFault || on, kvLost || on
 			case "thermal":
 				if on {
 					clock = 0.5 + 0.02*rng.NormFloat64()
@@ -334,7 +341,13 @@ func (g *synthGen) next(max int) *synthBlock {
 		kv := 0.28 + 0.015*running + 0.9*batchLong + prompt/40000 + 0.04*rng.NormFloat64()
 		preempt, preemptMS := 0.0, 0.0
 		tpotFactor := degraded
-		if kvFault {
+		if s.LowKV {
+			kv /= 4
+		}
+		switch {
+		case kvLost:
+			kv *= 8
+		case kvFault:
 			kv *= 2
 		}
 		kv = math.Min(1, math.Max(0, kv))
@@ -342,8 +355,11 @@ func (g *synthGen) next(max int) *synthBlock {
 		hit := func() float64 { return 0.5 + 0.05*rng.NormFloat64() } // drawn where it always was
 		if s.PrefixHits {
 			h := 0.5 + 0.05*rng.NormFloat64()
-			if prefixFault || kv >= 0.9 {
+			switch {
+			case prefixFault || kv >= 0.9:
 				h = 0.05 + 0.02*rng.NormFloat64()
+			case kvLost:
+				h = 0.3 + 0.03*rng.NormFloat64()
 			}
 			prefill += 20 * prompt * (1 - h)
 			hit = func() float64 { return h }
