@@ -344,10 +344,11 @@ func (r *run) judgeDemand(c *causeRun) error {
 		r.peerDemand(c)
 		return nil
 	}
-	var nw, nb, allW float64
+	var allW, allB float64
 	for _, p := range r.placements {
-		allW += p.nw
+		allW, allB = allW+p.nw, allB+p.nb
 	}
+	nw, nb := allW, allB
 	where, need := "the scope", r.cfg.ScopeDemandRise
 	if es := r.engines[c.entityKey]; c.entityKey != "" && es != nil {
 		nw, nb, where = es.nw, es.nb, "engine "+es.key
@@ -359,11 +360,6 @@ func (r *run) judgeDemand(c *causeRun) error {
 		if nw < 0.95*allW {
 			need = r.cfg.QueueDemandRise
 		}
-	} else {
-		for _, p := range r.placements {
-			nb += p.nb
-		}
-		nw = allW
 	}
 	if need == 0 {
 		need = r.cfg.QueueDemandRise
