@@ -67,6 +67,7 @@ func enrichFlags(fs *flag.FlagSet, cfg *enrich.Config, kf *kafkaFlags) *enrichOp
 	fs.IntVar(&cfg.BatchRows, "batch-rows", cfg.BatchRows, "rows per ClickHouse insert")
 	fs.DurationVar(&cfg.BatchWait, "batch-wait", cfg.BatchWait, "longest wait before a partial batch is written")
 	fs.DurationVar(&cfg.Join.MaxWait, "max-wait", cfg.Join.MaxWait, "event-time wait for a host's metrics before a request is joined with what is known")
+	fs.DurationVar(&cfg.Join.GPUWait, "gpu-wait", cfg.Join.GPUWait, "once the metric input is caught up, event-time wait past a request's end after which it no longer waits for its GPUs' next scrape (their gauges up to its end are in; GPUs with violation counters are still waited for); 0 = wait for the scrape")
 	fs.DurationVar(&cfg.IdleFlush, "idle-flush", cfg.IdleFlush, "emit pending requests after this much wall-clock silence on every input")
 	fs.IntVar(&cfg.Join.MaxHosts, "join-max-hosts", cfg.Join.MaxHosts, "hosts the join tracks at most; samples of further hosts are dropped and counted (tailcause_join_dropped_samples_total)")
 	fs.IntVar(&cfg.Join.MaxEntities, "join-max-entities", cfg.Join.MaxEntities, "engines and GPUs the join tracks at most, over all hosts; samples of further ones are dropped and counted")

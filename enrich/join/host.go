@@ -153,9 +153,12 @@ func (h *hostState) empty() bool { return len(h.engines) == 0 && len(h.gpus) == 
 
 // passed reports whether every metric family seen on the host has data at
 // or beyond t.
-func (h *hostState) passed(t uint64) bool {
-	for _, ft := range h.familyTime {
-		if ft < t {
+func (h *hostState) passed(t uint64) bool { return h.passedBut(t, false) }
+
+// passedBut is passed, with the GPU family ignored when skipGPU.
+func (h *hostState) passedBut(t uint64, skipGPU bool) bool {
+	for fam, ft := range h.familyTime {
+		if ft < t && !(skipGPU && fam == normalize.FamilyGPU) {
 			return false
 		}
 	}
@@ -170,19 +173,34 @@ func (h *hostState) passed(t uint64) bool {
 // end — joining when another engine's scrape passed t would give rows
 // that depend on delivery order. A series silent for stale while its
 // entity's other series go on (a metric no longer exported) is ignored.
-func (h *hostState) passedFor(pr placementResult, t, stale uint64) bool {
-	if !h.passed(t) {
+// With gpuAsOf the GPU family and the GPUs' series are not waited for,
+// but for a GPU whose features need the scrape after t (gpuNeedsNext).
+func (h *hostState) passedFor(pr placementResult, t, stale uint64, gpuAsOf bool) bool {
+	if !h.passedBut(t, gpuAsOf) {
 		return false
 	}
 	if es := h.engines[pr.engine]; pr.engine != "" && es != nil && !es.passed(t, stale) {
 		return false
 	}
 	for _, g := range pr.gpus {
-		if es := h.gpus[g]; es != nil && !es.passed(t, stale) {
+		es := h.gpus[g]
+		if es == nil || gpuAsOf && !es.gpuNeedsNext() {
+			continue
+		}
+		if !es.passed(t, stale) || gpuAsOf && !h.passed(t) {
 			return false
 		}
 	}
 	return true
+}
+
+// gpuNeedsNext reports whether a GPU has a series that a request's GPU
+// features read by overlap (counters apportioned over the scrape
+// intervals the request ran through: gpuReasons' violation counters),
+// which needs the scrape after the request's end. Its other features are
+// read from the points up to the end (series.window).
+func (es *entitySeries) gpuNeedsNext() bool {
+	return es.metrics[normalize.MetricPowerViolation] != nil || es.metrics[normalize.MetricThermalViolation] != nil
 }
 
 // passed: every series of the entity that reported within stale of its

@@ -28,6 +28,16 @@ type Config struct {
 	// StepGrace: per-step spans of a request may arrive this long (in span
 	// event time) after the request span itself.
 	StepGrace time.Duration
+	// GPUWait: once every metric partition is caught up (SetMetricHold)
+	// and the span stream has passed a request's end by this much, the
+	// request no longer waits for its GPUs' next scrape unless a GPU
+	// feature needs it (gpuNeedsNext). Every GPU feature but the
+	// violation counters is read from the points up to the request's
+	// end, and dcgm-exporter's scrape comes every 30 s: without this
+	// bound the newest rows trail the engines' by up to half a minute,
+	// and so does the live detector. Zero: wait for the scrape, as for
+	// any series.
+	GPUWait time.Duration
 	// StallFactor and StallMin: an inter-token gap is a stall when it is
 	// longer than both StallFactor × the request's median gap and StallMin.
 	StallFactor float64
@@ -56,6 +66,7 @@ func DefaultConfig() Config {
 		MaxSampleAge:       95 * time.Second,
 		MaxWait:            2 * time.Minute,
 		StepGrace:          5 * time.Second,
+		GPUWait:            10 * time.Second,
 		StallFactor:        4,
 		StallMin:           250 * time.Millisecond,
 		MaxPending:         200_000,
@@ -72,6 +83,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Retention <= 0 || c.MaxSampleAge <= 0 || c.MaxWait <= 0 || c.StepGrace < 0:
 		return fmt.Errorf("join: retention, max sample age and max wait must be positive")
+	case c.GPUWait < 0 || c.GPUWait > c.MaxWait:
+		return fmt.Errorf("join: GPU wait %s must be between 0 and the max wait %s", c.GPUWait, c.MaxWait)
 	case c.MaxWait > c.Retention:
 		return fmt.Errorf("join: max wait %s exceeds retention %s: samples a request needs would be gone", c.MaxWait, c.Retention)
 	case c.StallFactor < 1 || c.StallMin <= 0:
@@ -384,7 +397,11 @@ func (j *Joiner) Released() []Ref {
 // holding unread records lags behind its end (SetMetricHold), the metric
 // streams of its host and the series of its own engine and GPUs have
 // passed its end (passedFor), and the span stream has passed its end by
-// the step grace; or the stream time has passed its end by MaxWait.
+// the step grace; or the stream time has passed its end by MaxWait. Its
+// GPUs' series need not have passed its end when every metric partition
+// is caught up and the span stream has passed its end by GPUWait (their
+// points up to its end are in by then), unless a GPU's features need the
+// scrape after it (Config.GPUWait).
 func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
 	end := p.req.EndNs
 	if end > j.metricHold && j.spanTime < end+uint64(j.cfg.MaxWait) {
@@ -401,7 +418,8 @@ func (j *Joiner) ready(p *pendingReq) (ok, forced bool) {
 	if h == nil {
 		return false, false // no metrics for this host yet: wait up to MaxWait
 	}
-	return h.passedFor(j.resolve(&p.req, h), end, uint64(j.cfg.MaxSampleAge)), false
+	gpuAsOf := j.cfg.GPUWait > 0 && j.metricHold == math.MaxUint64 && j.spanTime >= end+uint64(j.cfg.GPUWait)
+	return h.passedFor(j.resolve(&p.req, h), end, uint64(j.cfg.MaxSampleAge), gpuAsOf), false
 }
 
 // Emit returns the requests that are ready, joined. With flush, every

@@ -140,7 +140,13 @@ func TestJoinFeaturesAndStaleness(t *testing.T) {
 }
 
 func TestJoinWaitsForGPUWatermarkThenForcesAfterMaxWait(t *testing.T) {
-	j := newJoiner(t)
+	cfg := DefaultConfig()
+	cfg.GPUWait = 0 // wait for the GPU's next scrape, as for any series
+	j, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
 	b := base()
 	j.AddSamples([]normalize.Sample{
 		engineSample(normalize.MetricRunning, normalize.Gauge, b, 1),
@@ -164,6 +170,67 @@ func TestJoinWaitsForGPUWatermarkThenForcesAfterMaxWait(t *testing.T) {
 	if len(out) != 2 {
 		t.Fatalf("flush emitted %d, want 2", len(out))
 	}
+}
+
+// TestJoinGPUWait: once the metric input is caught up and the spans have
+// passed a request's end by GPUWait, the request is joined without its
+// GPU's next scrape (dcgm-exporter's comes every 30 s), with the GPU's
+// gauges up to its end, as waiting would give them. It still waits while a
+// metric partition is behind, and for a GPU with violation counters
+// (apportioned over the interval after the end).
+func TestJoinGPUWait(t *testing.T) {
+	b := base()
+	setup := func(t *testing.T, counters bool) *Joiner {
+		j := newJoiner(t)
+		s := []normalize.Sample{
+			engineSample(normalize.MetricRunning, normalize.Gauge, b, 1),
+			engineSample(normalize.MetricRunning, normalize.Gauge, b+15*sec, 1),
+			engineSample(normalize.MetricRunning, normalize.Gauge, b+30*sec, 1),
+			gpuSample(normalize.MetricSMClock, b, 1980),
+			gpuSample(normalize.MetricSMClock, b+6*sec, 1200), // inside r1's lifetime
+		}
+		if counters {
+			v := gpuSample(normalize.MetricPowerViolation, b, 0)
+			v.Kind, v.StartNs = normalize.Cumulative, b-100*sec
+			w := v
+			w.TimeNs, w.Value = b+6*sec, 1e9
+			s = append(s, v, w)
+		}
+		j.AddSamples(s)
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r1", b+5*sec, b+10*sec)}}, Ref{0, 1})
+		return j
+	}
+	t.Run("caught up", func(t *testing.T) {
+		j := setup(t, false)
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r2", b+15*sec, b+19*sec)}}, Ref{0, 2})
+		if out := j.Emit(false); len(out) != 0 {
+			t.Fatalf("emitted %d before the spans passed r1's end by the GPU wait", len(out))
+		}
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r3", b+16*sec, b+21*sec)}}, Ref{0, 3})
+		out := j.Emit(false)
+		if len(out) != 1 || out[0].Row.UID != "r1" {
+			t.Fatalf("want r1 joined without the GPU's next scrape, got %d", len(out))
+		}
+		near(t, "sm clock min", out[0].Row.SMClockMinMHz, 1200)
+		if s := j.Stats(); s.ForcedByWait != 0 {
+			t.Errorf("forced by wait = %d, want 0", s.ForcedByWait)
+		}
+	})
+	t.Run("partition behind", func(t *testing.T) {
+		j := setup(t, false)
+		j.SetMetricHold(b + 8*sec)
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r3", b+16*sec, b+21*sec)}}, Ref{0, 3})
+		if out := j.Emit(false); len(out) != 0 {
+			t.Fatalf("emitted %d while a metric partition is behind r1's end", len(out))
+		}
+	})
+	t.Run("violation counters", func(t *testing.T) {
+		j := setup(t, true)
+		j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("r3", b+16*sec, b+21*sec)}}, Ref{0, 3})
+		if out := j.Emit(false); len(out) != 0 {
+			t.Fatalf("emitted %d before the scrape its violation counters need", len(out))
+		}
+	})
 }
 
 func TestJoinDuplicateRequestIsReleased(t *testing.T) {
