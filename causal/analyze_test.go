@@ -425,6 +425,22 @@ func TestAnalyzeQueueSurge(t *testing.T) {
 	}
 }
 
+// A surge that began late in the window: half of all arrivals forced onto
+// one engine of eight for its last 4 minutes, ×1.47 over the whole window,
+// ×4.5 while the queue was long. It is judged over the latter: more work
+// arrived.
+func TestAnalyzeQueueSurgeLateInWindow(t *testing.T) {
+	base := window(0, 30*time.Minute)
+	an := analyzeScenario(t, synthScenario{Seed: 8, Duration: time.Hour, FaultFrom: 56 * time.Minute,
+		Faults: []synthFault{{Kind: "surge", Host: 2, GPU: 1, Factor: 0.5}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour), Baseline: &base})
+	q := queueCandidate(t, an)
+	ev := strings.Join(q.Evidence, "\n")
+	if q.Symptom || !strings.Contains(ev, "while its queue was long") || !strings.Contains(ev, "more work arrived") {
+		t.Errorf("symptom %v, evidence %q", q.Symptom, q.Evidence)
+	}
+}
+
 // The same queue built by a slow engine with unchanged arrivals is a
 // symptom: the slowdown ranks first, the queue after it.
 func TestAnalyzeQueueFromSlowService(t *testing.T) {

@@ -381,14 +381,22 @@ func TestOthersExposed(t *testing.T) {
 // judgeDemand: a queue on an engine among peers needs QueueDemandRise
 // (×1.5) more arrivals to be demand, since a router may steer traffic to
 // it; an engine that serves the whole scope is judged as the scope is
-// (ScopeDemandRise, ×1.2): its arrivals are its clients'.
+// (ScopeDemandRise, ×1.2): its arrivals are its clients'. A surge that
+// began inside the window is judged by the arrivals while the queue was
+// long (whileLong), not diluted by the time before it.
 func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 	base := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)}
 	for _, tc := range []struct {
-		name    string
-		peers   bool
-		symptom bool
-	}{{"the scope's only engine", false, false}, {"one engine of two", true, true}} {
+		name      string
+		peers     bool
+		whileLong float64 // requests/s while the queue was long (NaN: not told)
+		symptom   bool
+	}{
+		{"the scope's only engine", false, math.NaN(), false},
+		{"one engine of two", true, math.NaN(), true},
+		{"one engine of two, twice the rate while its queue was long", true, 3.4, false},
+		{"one engine of two, as many while its queue was long", true, 2.3, true},
+	} {
 		r := &run{cfg: DefaultConfig(), base: &base, spans: []float64{600, 600},
 			engines:    map[string]*entityStats{"h/a/0": {key: "h/a/0", nw: 1400, nb: 1000}},
 			placements: []placementRow{{host: "h", pod: "a", engine: "0", nw: 1400, nb: 1000}}}
@@ -396,7 +404,7 @@ func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 			r.engines["h/b/0"] = &entityStats{key: "h/b/0", nw: 1000, nb: 1000}
 			r.placements = append(r.placements, placementRow{host: "h", pod: "b", engine: "0", nw: 1000, nb: 1000})
 		}
-		c := &causeRun{entityKey: "h/a/0"}
+		c := &causeRun{entityKey: "h/a/0", whileLong: &tc.whileLong}
 		if err := r.judgeDemand(c); err != nil {
 			t.Fatal(err)
 		}
