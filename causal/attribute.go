@@ -423,9 +423,15 @@ func queueEngine(r *run, c *causeRun) *entityStats {
 // judged a symptom at ×1.5). Slower service leaves the rate as it was
 // while the queue is long. (The span from the first exposed arrival to
 // the last does not do: a baseline's P95 is exceeded by chance early in
-// any window.) ok is false with fewer than MinEntityRows exposed requests.
+// any window.) ok is false with fewer than MinEntityRows exposed
+// requests, and when the requests that arrived while the queue was long
+// had prompts longer than the baseline's by a quarter or more (their
+// mean, weighted alike): that work is longer, not more of the same, and
+// the prefill it brings is the cause to name (tuning seed 3057: long
+// prompts steered to one pod, ×2.5 their length, ×1.7 the arrivals while
+// its queue was long).
 func (r *run) exposedArrivals(c *causeRun, e *entityStats) (rate float64, ok bool, err error) {
-	where := r.winWhere()
+	where := r.whereIn(r.win, *r.base)
 	if e != nil {
 		n, found := r.a.dag.Node("engine")
 		if !found || n.Expr == "" {
@@ -433,27 +439,53 @@ func (r *run) exposedArrivals(c *causeRun, e *entityStats) (rate float64, ok boo
 		}
 		where += " AND " + n.Indicator(e.key) + " = 1"
 	}
-	const minute = int64(time.Minute)
-	q := fmt.Sprintf("SELECT toFloat64(intDiv(start_ns, %d)) AS tc_m, toFloat64(count()), toFloat64(countIf(%s)) FROM %s WHERE %s GROUP BY tc_m",
-		minute, c.exposed, r.table(), where)
-	from, to := r.win.Start.UnixNano(), r.win.End.UnixNano()
-	var weighted, exposed float64
+	// The baseline's rows fall in minute -1.
+	q := fmt.Sprintf("SELECT toFloat64(if(%[1]s, intDiv(start_ns, %[2]d), -1)) AS tc_m, toFloat64(count()), toFloat64(countIf(%[3]s)), toFloat64(avg(prompt_tokens)) FROM %[4]s WHERE %[5]s GROUP BY tc_m",
+		r.inWin(), int64(time.Minute), c.exposed, r.table(), where)
+	var ms []minuteArrivals
 	err = r.query("exposed arrivals", q, func(rows Rows) error {
-		var m, n, x float64
-		if err := rows.Scan(&m, &n, &x); err != nil {
+		var m minuteArrivals
+		if err := rows.Scan(&m.minute, &m.n, &m.exposed, &m.prompt); err != nil {
 			return err
 		}
-		lo, hi := max(int64(m)*minute, from), min((int64(m)+1)*minute, to)
-		if x > 0 && hi > lo {
-			weighted += x * n / (float64(hi-lo) / 1e9)
-			exposed += x
-		}
+		ms = append(ms, m)
 		return nil
 	})
-	if err != nil || exposed < float64(max(r.cfg.MinEntityRows, 1)) {
+	if err != nil {
 		return 0, false, err
 	}
-	return weighted / exposed, true, nil
+	rate, ok = rateWhileLong(ms, r.win, float64(max(r.cfg.MinEntityRows, 1)))
+	return rate, ok, nil
+}
+
+// minuteArrivals is one minute of exposedArrivals (minute -1: the
+// baseline): its arrivals, the exposed ones, their mean prompt tokens.
+type minuteArrivals struct{ minute, n, exposed, prompt float64 }
+
+// rateWhileLong is exposedArrivals' arithmetic over its minutes: the
+// arrival rate of each minute of win (clipped to it) weighted by its
+// exposed requests; not ok under minExposed of them, or when their
+// prompts, weighted alike, are a quarter longer than the baseline's.
+func rateWhileLong(ms []minuteArrivals, win Interval, minExposed float64) (rate float64, ok bool) {
+	const minute = int64(time.Minute)
+	from, to := win.Start.UnixNano(), win.End.UnixNano()
+	var weighted, exposed, prompt, basePrompt float64
+	for _, m := range ms {
+		if m.minute < 0 {
+			basePrompt = m.prompt
+			continue
+		}
+		lo, hi := max(int64(m.minute)*minute, from), min((int64(m.minute)+1)*minute, to)
+		if m.exposed > 0 && hi > lo {
+			weighted += m.exposed * m.n / (float64(hi-lo) / 1e9)
+			prompt += m.exposed * m.prompt
+			exposed += m.exposed
+		}
+	}
+	if exposed < minExposed || finite(prompt) && basePrompt > 0 && prompt/exposed >= 1.25*basePrompt {
+		return 0, false
+	}
+	return weighted / exposed, true
 }
 
 // peerDemand is judgeDemand without a baseline: the arrivals on the

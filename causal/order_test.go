@@ -414,6 +414,40 @@ func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 	}
 }
 
+// rateWhileLong: the arrival rate of the minutes a queue was long,
+// weighted by their exposed requests; not told under the floor of exposed
+// requests, or when the work that came while it was long had prompts a
+// quarter longer than the baseline's (longer work, the prefill's matter).
+func TestRateWhileLong(t *testing.T) {
+	win := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)} // minutes 0..9
+	minutes := func(prompt float64, exposedFrom int) []minuteArrivals {
+		ms := []minuteArrivals{{minute: -1, n: 6000, prompt: 1000}}
+		for m := range 10 {
+			a := minuteArrivals{minute: float64(m), n: 60, prompt: 1000}
+			if m >= exposedFrom {
+				a.n, a.exposed, a.prompt = 180, 150, prompt
+			}
+			ms = append(ms, a)
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		name string
+		ms   []minuteArrivals
+		rate float64
+		ok   bool
+	}{
+		{"a surge in the last four minutes", minutes(1050, 6), 3, true},
+		{"long prompts steered there", minutes(2500, 6), 0, false},
+		{"too few exposed", minutes(1000, 10), 0, false},
+	} {
+		rate, ok := rateWhileLong(tc.ms, win, 30)
+		if ok != tc.ok || math.Abs(rate-tc.rate) > 1e-9 {
+			t.Errorf("%s: rate %v ok %v, want %v %v", tc.name, rate, ok, tc.rate, tc.ok)
+		}
+	}
+}
+
 // elevatedAt: a quantile below the maximum is exposed above it; one at the
 // maximum (a ratio whose top 5% sit at 1) exposes the maximum itself.
 func TestElevatedAtCeiling(t *testing.T) {
