@@ -43,6 +43,9 @@ type causeRun struct {
 	// whileLong: a queue's arrival rate while it was long
 	// (exposedArrivals), once read; NaN where it cannot be told.
 	whileLong *float64
+	// longer: a queue's prompt ratio (longerWork), once read; NaN
+	// where it cannot be told.
+	longer *float64
 
 	// Aggregates.
 	exp        expCounts // totals over placements
@@ -344,8 +347,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 		return nil
 	}
 	if r.base == nil {
-		r.peerDemand(c)
-		return nil
+		return r.peerDemand(c)
 	}
 	var allW, allB float64
 	for _, p := range r.placements {
@@ -400,10 +402,77 @@ func (r *run) judgeDemand(c *causeRun) error {
 			where, rise, wRate, bRate, need))
 		return nil
 	}
+	if longer, err := r.longerWork(c); err != nil || longer {
+		return err
+	}
 	c.cand.DemandRise = rise
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
 		where, rise, wRate, bRate))
 	return nil
+}
+
+// longerWorkRatio is the rise of the mean prompt length at which the work
+// that arrived is longer work rather than more of the same.
+const longerWorkRatio = 1.25
+
+// longerWork tells, for a queue whose arrivals rose past the demand
+// threshold, whether the work that arrived was longer: the mean prompt
+// tokens of its engine's (the scope's) window requests against its
+// baseline's, or without a baseline against the scope's other engines' in
+// the window, at least longerWorkRatio. Then the queue is a symptom of the
+// prompts (the prefill they bring, or the prompt mix) and says so:
+// prefill interference steers the long prompts to one engine, which
+// gets more of them than its peers (tuning seeds 2890, 2922, 3057: the
+// queue ranked above the prefill load, no earlier data, its arrivals
+// ×1.5–3 its peers' median and its prompts ×2.5). A queue that more of the
+// same work built keeps its prompt lengths (±10%).
+func (r *run) longerWork(c *causeRun) (bool, error) {
+	e := queueEngine(r, c)
+	if c.longer == nil {
+		ratio := math.NaN()
+		var q string
+		switch {
+		case r.base != nil:
+			where := r.whereIn(r.win, *r.base)
+			if e != nil {
+				where += " AND " + r.onEngineSQL(e)
+			}
+			q = fmt.Sprintf("SELECT toFloat64(avgIf(prompt_tokens, %[1]s)), toFloat64(avgIf(prompt_tokens, NOT %[1]s)) FROM %[2]s WHERE %[3]s",
+				r.inWin(), r.table(), where)
+		case e != nil:
+			q = fmt.Sprintf("SELECT toFloat64(avgIf(prompt_tokens, %[1]s)), toFloat64(avgIf(prompt_tokens, NOT %[1]s)) FROM %[2]s WHERE %[3]s",
+				r.onEngineSQL(e), r.table(), r.winWhere())
+		}
+		if q != "" {
+			v, err := r.floats("prompt lengths", q, 2)
+			if err != nil {
+				return false, err
+			}
+			if v[1] > 0 {
+				ratio = v[0] / v[1]
+			}
+		}
+		c.longer = &ratio
+	}
+	if !(*c.longer >= longerWorkRatio) {
+		return false, nil
+	}
+	against := "the baseline's"
+	if r.base == nil {
+		against = "its peers' in the window"
+	}
+	c.cand.Symptom = true
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("the requests that arrived had prompts ×%.2f as long as %s: longer work, not more of the same; the queue ranks below the culprits of the prompts it was given",
+		*c.longer, against))
+	return true, nil
+}
+
+// onEngineSQL selects the rows of engine e.
+func (r *run) onEngineSQL(e *entityStats) string {
+	if n, ok := r.a.dag.Node("engine"); ok && n.Expr != "" {
+		return n.Indicator(e.key) + " = 1"
+	}
+	return "concat(host, '/', pod, '/', engine) = " + dag.QuoteString(e.key)
 }
 
 // queueEngine is the engine a queue culprit is localized to, nil for the scope's.
@@ -433,11 +502,7 @@ func queueEngine(r *run, c *causeRun) *entityStats {
 func (r *run) exposedArrivals(c *causeRun, e *entityStats) (rate float64, ok bool, err error) {
 	where := r.whereIn(r.win, *r.base)
 	if e != nil {
-		n, found := r.a.dag.Node("engine")
-		if !found || n.Expr == "" {
-			return 0, false, nil
-		}
-		where += " AND " + n.Indicator(e.key) + " = 1"
+		where += " AND " + r.onEngineSQL(e)
 	}
 	// The baseline's rows fall in minute -1.
 	q := fmt.Sprintf("SELECT toFloat64(if(%[1]s, intDiv(start_ns, %[2]d), -1)) AS tc_m, toFloat64(count()), toFloat64(countIf(%[3]s)), toFloat64(avg(prompt_tokens)) FROM %[4]s WHERE %[5]s GROUP BY tc_m",
@@ -482,7 +547,7 @@ func rateWhileLong(ms []minuteArrivals, win Interval, minExposed float64) (rate 
 			exposed += m.exposed
 		}
 	}
-	if exposed < minExposed || finite(prompt) && basePrompt > 0 && prompt/exposed >= 1.25*basePrompt {
+	if exposed < minExposed || finite(prompt) && basePrompt > 0 && prompt/exposed >= longerWorkRatio*basePrompt {
 		return 0, false
 	}
 	return weighted / exposed, true
@@ -493,10 +558,10 @@ func rateWhileLong(ms []minuteArrivals, win Interval, minExposed float64) (rate 
 // of one model behind one router share its arrivals alike). A queue on an
 // engine that got no more work than its peers grew because it served
 // slower: a symptom. A scope-wide queue has no peer and is left as it is.
-func (r *run) peerDemand(c *causeRun) {
+func (r *run) peerDemand(c *causeRun) error {
 	es := r.engines[c.entityKey]
 	if c.entityKey == "" || es == nil {
-		return
+		return nil
 	}
 	var peers []float64
 	for _, k := range sortedKeys(r.engines) {
@@ -505,7 +570,7 @@ func (r *run) peerDemand(c *causeRun) {
 		}
 	}
 	if len(peers) < 2 {
-		return
+		return nil
 	}
 	slices.Sort(peers)
 	med := peers[len(peers)/2]
@@ -513,18 +578,22 @@ func (r *run) peerDemand(c *causeRun) {
 		med = (peers[len(peers)/2-1] + peers[len(peers)/2]) / 2
 	}
 	if med <= 0 {
-		return
+		return nil
 	}
 	rise := es.nw / med
 	if rise < r.cfg.QueueDemandRise {
 		c.cand.Symptom = true
 		c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("engine %s received %.0f requests in the window, ×%.2f the median of its %d peers (%.0f), below ×%v: the queue grew because requests were served slower, not because more arrived; it ranks below the other culprits there",
 			es.key, es.nw, rise, len(peers), med, r.cfg.QueueDemandRise))
-		return
+		return nil
+	}
+	if longer, err := r.longerWork(c); err != nil || longer {
+		return err
 	}
 	c.cand.DemandRise = rise
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("engine %s received %.0f requests in the window, ×%.2f the median of its %d peers: more work arrived there than at its peers",
 		es.key, es.nw, rise, len(peers)))
+	return nil
 }
 
 // arrivalSpans are the seconds between the first and the last arrival of

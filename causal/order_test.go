@@ -383,19 +383,23 @@ func TestOthersExposed(t *testing.T) {
 // it; an engine that serves the whole scope is judged as the scope is
 // (ScopeDemandRise, ×1.2): its arrivals are its clients'. A surge that
 // began inside the window is judged by the arrivals while the queue was
-// long (whileLong), not diluted by the time before it.
+// long (whileLong), not diluted by the time before it; work that arrived
+// with prompts a quarter longer or more is longer work, not more, and the
+// queue a symptom (longerWork).
 func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 	base := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)}
 	for _, tc := range []struct {
 		name      string
 		peers     bool
 		whileLong float64 // requests/s while the queue was long (NaN: not told)
+		longer    float64 // the window's prompts over the baseline's (NaN: not told)
 		symptom   bool
 	}{
-		{"the scope's only engine", false, math.NaN(), false},
-		{"one engine of two", true, math.NaN(), true},
-		{"one engine of two, twice the rate while its queue was long", true, 3.4, false},
-		{"one engine of two, as many while its queue was long", true, 2.3, true},
+		{"the scope's only engine", false, math.NaN(), 1.05, false},
+		{"the scope's only engine, given prompts ×1.6 as long", false, math.NaN(), 1.6, true},
+		{"one engine of two", true, math.NaN(), math.NaN(), true},
+		{"one engine of two, twice the rate while its queue was long", true, 3.4, 1, false},
+		{"one engine of two, as many while its queue was long", true, 2.3, 1, true},
 	} {
 		r := &run{cfg: DefaultConfig(), base: &base, spans: []float64{600, 600},
 			engines:    map[string]*entityStats{"h/a/0": {key: "h/a/0", nw: 1400, nb: 1000}},
@@ -404,7 +408,7 @@ func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 			r.engines["h/b/0"] = &entityStats{key: "h/b/0", nw: 1000, nb: 1000}
 			r.placements = append(r.placements, placementRow{host: "h", pod: "b", engine: "0", nw: 1000, nb: 1000})
 		}
-		c := &causeRun{entityKey: "h/a/0", whileLong: &tc.whileLong}
+		c := &causeRun{entityKey: "h/a/0", whileLong: &tc.whileLong, longer: &tc.longer}
 		if err := r.judgeDemand(c); err != nil {
 			t.Fatal(err)
 		}
