@@ -51,10 +51,19 @@ func DiscoverScopes(ctx context.Context, db Querier, table, column string, since
 }
 
 // ScopeLoad counts the requests of slo's scope with a finite outcome that
-// started in iv (FINAL: duplicates collapsed) and returns the newest
-// request end among them (the Unix epoch when there are none): what the
-// scheduled mode (causal/incident) sizes its window by. One query.
-func (a *Analyzer) ScopeLoad(ctx context.Context, slo SLO, iv Interval) (requests int, newestEnd time.Time, err error) {
+// started in iv (FINAL: duplicates collapsed) and returns the end up to
+// which every engine of the scope has been written (the Unix epoch when
+// there are none): the newest request end of the engine furthest behind,
+// among the engines within IdleBehind of the scope's newest (one further
+// behind is idle, not late). It is what the scheduled mode
+// (causal/incident) sizes and ends its window by. The enricher writes a
+// request once its own engine's and GPUs' next samples have arrived, so
+// one engine's rows can run ahead of another's by a scrape interval: a
+// window that ended at the newest row of any engine judged its last
+// seconds on the engines that happened to be written, and paged a model
+// in the live benchmark (seed 2) on a stretch that, complete, was healthy.
+// One query.
+func (a *Analyzer) ScopeLoad(ctx context.Context, slo SLO, iv Interval) (requests int, complete time.Time, err error) {
 	sig := slo.Signal
 	if sig == "" {
 		sig = "e2e_latency"
@@ -64,12 +73,21 @@ func (a *Analyzer) ScopeLoad(ctx context.Context, slo SLO, iv Interval) (request
 		y = out.Covariate()
 	}
 	where := scopeWhere(slo.Scope) + " AND isFinite(" + y + ") AND " + prune(iv) + " AND " + inInterval(iv)
-	v, err := queryFloats(ctx, a.db, "window", "SELECT toFloat64(count()), toFloat64(max(end_ns)) FROM "+a.cfg.Table+" FINAL WHERE "+where, 2)
+	q := fmt.Sprintf("SELECT toFloat64(sum(tc_n)), toFloat64(arrayMin(arrayFilter(x -> x + %d >= max(tc_last), groupArray(tc_last)))) "+
+		"FROM (SELECT count() AS tc_n, max(end_ns) AS tc_last FROM %s FINAL WHERE %s GROUP BY host, pod, engine)",
+		IdleBehind.Nanoseconds(), a.cfg.Table, where)
+	v, err := queryFloats(ctx, a.db, "window", q, 2)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
 	return int(v[0]), time.Unix(0, int64(v[1])), nil
 }
+
+// IdleBehind is how far an engine's newest row may trail its scope's
+// newest before ScopeLoad takes the engine for idle rather than late: the
+// join's spread between engines is a scrape interval or two (engines every
+// 5–15 s, the GPUs' wait 10 s).
+const IdleBehind = 30 * time.Second
 
 // Logger is the analyzer's logger (Config.Logger, or one that discards).
 func (a *Analyzer) Logger() *slog.Logger { return a.log }

@@ -30,10 +30,11 @@ type LifecycleConfig struct {
 	// Interval is the time between evaluations (15s).
 	Interval time.Duration
 	// Lag is the least time a window ends before now (5s). The window
-	// also ends no later than the data: the newest request end written for
-	// the scope (the enricher writes a request once its metric samples
-	// have arrived, a few seconds behind; replayed or stalled input moves
-	// the window with it instead of judging minutes that hold no rows yet).
+	// also ends no later than the data: the end up to which every engine
+	// of the scope has been written (causal.Analyzer.ScopeLoad; the
+	// enricher writes a request once its metric samples have arrived, a
+	// few seconds behind; replayed or stalled input moves the window with
+	// it instead of judging minutes that hold no rows yet).
 	Lag time.Duration
 	// ResolveAfter is the number of consecutive evaluations without a
 	// breach after which an open incident resolves (3). An evaluation with
@@ -217,12 +218,12 @@ func (l *Lifecycle) Open() []string {
 }
 
 // window picks the evaluation's window for slo at now: it ends Lag before
-// now and no later than the newest request end of the scope; its length
-// follows the request rate (WindowRequests).
+// now and no later than the end every engine of the scope has been written
+// up to (ScopeLoad); its length follows the request rate (WindowRequests).
 func (l *Lifecycle) window(ctx context.Context, an *causal.Analyzer, slo causal.SLO, now time.Time) (causal.Interval, bool, error) {
 	end := now.Add(-l.cfg.Lag)
 	since := end.Add(-l.cfg.Window)
-	requests, newest, err := an.ScopeLoad(ctx, slo, causal.Interval{Start: since, End: end})
+	requests, complete, err := an.ScopeLoad(ctx, slo, causal.Interval{Start: since, End: end})
 	if err != nil {
 		return causal.Interval{}, false, fmt.Errorf("size the window of %s: %w", causal.ScopeString(slo.Scope), err)
 	}
@@ -230,8 +231,8 @@ func (l *Lifecycle) window(ctx context.Context, an *causal.Analyzer, slo causal.
 	if n == 0 {
 		return causal.Interval{}, false, nil
 	}
-	if newest.Before(end) {
-		end = newest
+	if complete.Before(end) {
+		end = complete
 	}
 	end = end.UTC().Truncate(time.Second)
 	length := l.cfg.Window
