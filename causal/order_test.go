@@ -175,19 +175,28 @@ func TestOrderByMechanismMediated(t *testing.T) {
 }
 
 // peerDemand: without a baseline, a queue on an engine that got no more
-// arrivals than its peers is a symptom; one that got far more is demand.
+// arrivals than its peers is a symptom; one that got far more is demand,
+// unless the work it got had prompts a quarter longer than its peers'
+// (longerWork: the prompts' prefill is the cause, the queue its symptom).
 func TestPeerDemand(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		own     float64
+		longer  float64 // its prompts over its peers' in the window
 		symptom bool
 		rise    float64
-	}{{"same arrivals as its peers", 1000, true, 0}, {"twice the arrivals", 2000, false, 2}} {
+	}{
+		{"same arrivals as its peers", 1000, 1, true, 0},
+		{"twice the arrivals", 2000, 1.05, false, 2},
+		{"twice the arrivals, prompts ×2.5 as long", 2000, 2.5, true, 0},
+	} {
 		r := &run{cfg: DefaultConfig(), engines: map[string]*entityStats{
 			"a": {key: "a", nw: tc.own}, "b": {key: "b", nw: 1000}, "c": {key: "c", nw: 980}, "d": {key: "d", nw: 1020},
 		}}
-		c := &causeRun{entityKey: "a"}
-		r.peerDemand(c)
+		c := &causeRun{entityKey: "a", longer: &tc.longer}
+		if err := r.peerDemand(c); err != nil {
+			t.Fatal(err)
+		}
 		if c.cand.Symptom != tc.symptom || c.cand.DemandRise != tc.rise || len(c.cand.Evidence) != 1 {
 			t.Errorf("%s: symptom %v, rise %v, evidence %q", tc.name, c.cand.Symptom, c.cand.DemandRise, c.cand.Evidence)
 		}
