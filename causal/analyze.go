@@ -446,6 +446,10 @@ type Candidate struct {
 	// on its entity rather than a root (a queue where arrivals did not
 	// rise: Config.QueueDemandRise); it ranks below the others there.
 	Symptom bool
+	// MovedLoad marks an entity.degraded symptom of work moved to the
+	// entity from its peers (movedLoad): it ranks below every culprit of
+	// the scope, the cause being where the work left.
+	MovedLoad bool
 	// WholeScope marks an entity that is the scope's only one (a model
 	// served by one engine): named, but not localized within the scope.
 	WholeScope bool

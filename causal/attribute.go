@@ -523,6 +523,89 @@ func (r *run) exposedArrivals(c *causeRun, e *entityStats) (rate float64, ok boo
 	return rate, ok, nil
 }
 
+// movedLoad tells, for an engine or host examined for entity.degraded,
+// whether it is slow because work was moved to it: its share of the
+// scope's arrivals while its queue was long (each minute of the window
+// weighted by the entity's requests exposed to the queue cause)
+// at least QueueDemandRise times its share in the baseline. The scope's
+// own arrivals cancel out: a surge on the whole model leaves the shares
+// as they were. A router moves work off engines that failed or slowed
+// onto their peers (tuning seed 3871: XID bursts took a host's engines
+// down; the model's other host got ×2.2 its share while its queue was
+// long, and its entity.degraded, the queue's load left over by a linear
+// adjustment, ranked above the XID). Then the entity's slowness is the
+// load's, a symptom (Candidate.Symptom, Candidate.MovedLoad) that ranks
+// below every culprit of the scope. Needs a baseline and a queue cause.
+func (r *run) movedLoad(c *causeRun, es *entityStats) error {
+	if r.base == nil || r.cfg.QueueDemandRise == 0 {
+		return nil
+	}
+	var queue *causeRun
+	for _, q := range r.causes {
+		if q.cand.Skipped == "" && q.node.Cause == schemas.CauseQueueSaturation && q.exposed != "" {
+			queue = q
+			break
+		}
+	}
+	if queue == nil {
+		return nil
+	}
+	on := "host = " + dag.QuoteString(es.key)
+	if c.kind == kindEngine {
+		on = r.onEngineSQL(es)
+	}
+	// The baseline's rows fall in minute -1.
+	q := fmt.Sprintf("SELECT toFloat64(if(%[1]s, intDiv(start_ns, %[2]d), -1)) AS tc_m, toFloat64(countIf(%[3]s)), toFloat64(count()), toFloat64(countIf(%[3]s AND %[4]s)) FROM %[5]s WHERE %[6]s GROUP BY tc_m",
+		r.inWin(), int64(time.Minute), on, queue.exposed, r.table(), r.whereIn(r.win, *r.base))
+	var ms []minuteShare
+	err := r.query("moved load", q, func(rows Rows) error {
+		var m minuteShare
+		if err := rows.Scan(&m.minute, &m.own, &m.all, &m.exposed); err != nil {
+			return err
+		}
+		ms = append(ms, m)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rise, ok := shareWhileLong(ms, float64(max(r.cfg.MinEntityRows, 1)))
+	if !ok || rise < r.cfg.QueueDemandRise {
+		return nil
+	}
+	c.cand.Symptom, c.cand.MovedLoad = true, true
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("while its queue was long it received ×%.2f its baseline share of the scope's arrivals: work was moved to it from its peers, and its slowness is that load's; it ranks below the culprits of the scope",
+		rise))
+	return nil
+}
+
+// minuteShare is one minute of movedLoad (minute -1: the baseline): the
+// entity's arrivals, the scope's, and the entity's exposed to the queue.
+type minuteShare struct{ minute, own, all, exposed float64 }
+
+// shareWhileLong is movedLoad's arithmetic: the entity's share of the
+// scope's arrivals in each window minute weighted by its exposed
+// requests, over its baseline share; not ok under minExposed exposed
+// requests or without a baseline share.
+func shareWhileLong(ms []minuteShare, minExposed float64) (rise float64, ok bool) {
+	var weighted, exposed, base float64
+	for _, m := range ms {
+		switch {
+		case m.minute < 0:
+			if m.all > 0 {
+				base = m.own / m.all
+			}
+		case m.exposed > 0 && m.all > 0:
+			weighted += m.exposed * m.own / m.all
+			exposed += m.exposed
+		}
+	}
+	if exposed < minExposed || base <= 0 {
+		return 0, false
+	}
+	return weighted / exposed / base, true
+}
+
 // minuteArrivals is one minute of exposedArrivals (minute -1: the
 // baseline): its arrivals, the exposed ones, their mean prompt tokens.
 type minuteArrivals struct{ minute, n, exposed, prompt float64 }

@@ -439,6 +439,11 @@ func (r *run) examineDegraded() ([]*causeRun, error) {
 			return nil, err
 		}
 		r.describeDegraded(c, cd.es, mechNames)
+		if !cd.sole && cd.kind != kindGPU {
+			if err := r.movedLoad(c, cd.es); err != nil {
+				return nil, err
+			}
+		}
 		if h := cd.host; h != nil && cd.sole {
 			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("every request of the scope ran on its %d engine(s): the host is judged against its own baseline (%s of %s requests in the tail then, %s of %s now), there being no peer host",
 				len(h.engines), fmtNum(cd.es.nbTail), fmtNum(cd.es.nb), fmtNum(cd.es.nwTail), fmtNum(cd.es.nw)))

@@ -22,11 +22,13 @@ func TestOrderByMechanism(t *testing.T) {
 	cands := func(cs []Culprit, nodes ...string) []Candidate {
 		var out []Candidate
 		for i, c := range cs {
-			// "!" marks a symptom (Candidate.Symptom), "*" an entity
+			// "!" marks a symptom (Candidate.Symptom), "^" one of work
+			// moved to the entity (Candidate.MovedLoad), "*" an entity
 			// that is the whole scope (Candidate.WholeScope).
-			n, symptom := strings.CutSuffix(nodes[i], "!")
+			n, moved := strings.CutSuffix(nodes[i], "^")
+			n, symptom := strings.CutSuffix(n, "!")
 			n, whole := strings.CutSuffix(n, "*")
-			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: n, Culprit: true, Symptom: symptom, WholeScope: whole})
+			out = append(out, Candidate{Cause: c.Cause, Entity: c.Entity, Node: n, Culprit: true, Symptom: symptom || moved, MovedLoad: moved, WholeScope: whole})
 		}
 		return out
 	}
@@ -79,6 +81,10 @@ func TestOrderByMechanism(t *testing.T) {
 			[]Culprit{{Cause: schemas.CauseQueueSaturation, Entity: eng}, {Cause: schemas.CauseThermalThrottle, Entity: Entity{Host: "h2", GPU: "G2"}}},
 			[]string{"in_system!", "thermal_throttle"},
 			[]Cause{schemas.CauseQueueSaturation, schemas.CauseThermalThrottle}},
+		{"a host slowed by the work moved to it ranks below a culprit on another host",
+			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: schemas.CauseXIDError, Entity: Entity{Host: "h2"}}},
+			[]string{"engine^", "xid"},
+			[]Cause{schemas.CauseXIDError, schemas.CauseEntityDegraded}},
 		{"a degraded host ranks below a measured mechanism on one of its GPUs",
 			[]Culprit{{Cause: schemas.CauseEntityDegraded, Entity: Entity{Host: "h"}}, {Cause: schemas.CauseMemoryBandwidth, Entity: gpu}},
 			[]string{"engine", "dram_active"},
@@ -457,6 +463,39 @@ func TestRateWhileLong(t *testing.T) {
 		rate, ok := rateWhileLong(tc.ms, win, 30)
 		if ok != tc.ok || math.Abs(rate-tc.rate) > 1e-9 {
 			t.Errorf("%s: rate %v ok %v, want %v %v", tc.name, rate, ok, tc.rate, tc.ok)
+		}
+	}
+}
+
+// shareWhileLong: an entity's share of the scope's arrivals in the
+// minutes its queue was long (weighted by its exposed requests) over its
+// baseline share; a surge on the whole scope leaves it at 1.
+func TestShareWhileLong(t *testing.T) {
+	minutes := func(own, all float64) []minuteShare {
+		ms := []minuteShare{{minute: -1, own: 3000, all: 10000}}
+		for m := range 6 {
+			s := minuteShare{minute: float64(m), own: 300, all: 1000}
+			if m >= 3 {
+				s.own, s.all, s.exposed = own, all, 200
+			}
+			ms = append(ms, s)
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		name string
+		ms   []minuteShare
+		rise float64
+		ok   bool
+	}{
+		{"its peers' work moved to it", minutes(660, 1000), 2.2, true},
+		{"a surge on the whole scope", minutes(600, 2000), 1, true},
+		{"too few exposed", minutes(660, 1000)[:4], 0, false},
+		{"no baseline share", append([]minuteShare{{minute: -1}}, minutes(660, 1000)[1:]...), 0, false},
+	} {
+		rise, ok := shareWhileLong(tc.ms, 300)
+		if ok != tc.ok || math.Abs(rise-tc.rise) > 1e-9 {
+			t.Errorf("%s: rise %v ok %v, want %v %v", tc.name, rise, ok, tc.rise, tc.ok)
 		}
 	}
 }

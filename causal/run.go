@@ -1038,8 +1038,10 @@ func dedupeCulprits(cs []Culprit, cands []Candidate) []Culprit {
 //     ranks below every other culprit on the same engine, GPU or host (an
 //     engine's GPUs are not all in its entity), or below all of them when
 //     either acts on the whole scope: that other culprit
-//     slowed the service the queue waits for. This rule wins over the
-//     others.
+//     slowed the service the queue waits for. An entity.degraded that
+//     work moved to from its peers (Candidate.MovedLoad) ranks below every
+//     culprit of the scope: the cause is where the work left. This rule
+//     wins over the others.
 //   - KV pressure before the prefix-cache misses it causes (evicts): a
 //     full cache evicts the cached prefixes, so a prefix-miss culprit on
 //     the same reach whose shift is absent where the cache had room ranks
@@ -1065,11 +1067,11 @@ func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func
 		return Candidate{}
 	}
 	nodes := make([]string, len(cs))
-	symptom := make([]bool, len(cs))
+	symptom, moved := make([]bool, len(cs)), make([]bool, len(cs))
 	whole := map[Entity]bool{} // entities that are the whole scope
 	for i, c := range cs {
 		k := cand(c)
-		nodes[i], symptom[i] = k.Node, k.Symptom
+		nodes[i], symptom[i], moved[i] = k.Node, k.Symptom, k.MovedLoad
 		if k.WholeScope {
 			whole[c.Entity] = true
 		}
@@ -1097,7 +1099,7 @@ func orderByMechanism(g *dag.DAG, cs []Culprit, cands []Candidate, mediates func
 		if nodes[i] == "" || nodes[j] == "" {
 			return false
 		}
-		if symptom[i] != symptom[j] && (!localized(a.Entity) || !localized(b.Entity) || overlaps(a.Entity, b.Entity) || a.Entity.Host != "" && a.Entity.Host == b.Entity.Host) {
+		if symptom[i] != symptom[j] && (moved[i] || moved[j] || !localized(a.Entity) || !localized(b.Entity) || overlaps(a.Entity, b.Entity) || a.Entity.Host != "" && a.Entity.Host == b.Entity.Host) {
 			return symptom[i] // the symptom last, whatever the other rules say
 		}
 		switch {
