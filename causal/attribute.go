@@ -504,20 +504,13 @@ func (r *run) exposedArrivals(c *causeRun, e *entityStats) (rate float64, ok boo
 	if e != nil {
 		where += " AND " + r.onEngineSQL(e)
 	}
-	// The baseline's rows fall in minute -1.
-	q := fmt.Sprintf("SELECT toFloat64(if(%[1]s, intDiv(start_ns, %[2]d), -1)) AS tc_m, toFloat64(count()), toFloat64(countIf(%[3]s)), toFloat64(avg(prompt_tokens)) FROM %[4]s WHERE %[5]s GROUP BY tc_m",
-		r.inWin(), int64(time.Minute), c.exposed, r.table(), where)
-	var ms []minuteArrivals
-	err = r.query("exposed arrivals", q, func(rows Rows) error {
-		var m minuteArrivals
-		if err := rows.Scan(&m.minute, &m.n, &m.exposed, &m.prompt); err != nil {
-			return err
-		}
-		ms = append(ms, m)
-		return nil
-	})
+	vs, err := r.byMinute("exposed arrivals", "toFloat64(count()), toFloat64(countIf("+c.exposed+")), toFloat64(avg(prompt_tokens))", where)
 	if err != nil {
 		return 0, false, err
+	}
+	ms := make([]minuteArrivals, len(vs))
+	for i, v := range vs {
+		ms[i] = minuteArrivals{minute: v[0], n: v[1], exposed: v[2], prompt: v[3]}
 	}
 	rate, ok = rateWhileLong(ms, r.win, float64(max(r.cfg.MinEntityRows, 1)))
 	return rate, ok, nil
@@ -554,20 +547,14 @@ func (r *run) movedLoad(c *causeRun, es *entityStats) error {
 	if c.kind == kindEngine {
 		on = r.onEngineSQL(es)
 	}
-	// The baseline's rows fall in minute -1.
-	q := fmt.Sprintf("SELECT toFloat64(if(%[1]s, intDiv(start_ns, %[2]d), -1)) AS tc_m, toFloat64(countIf(%[3]s)), toFloat64(count()), toFloat64(countIf(%[3]s AND %[4]s)) FROM %[5]s WHERE %[6]s GROUP BY tc_m",
-		r.inWin(), int64(time.Minute), on, queue.exposed, r.table(), r.whereIn(r.win, *r.base))
-	var ms []minuteShare
-	err := r.query("moved load", q, func(rows Rows) error {
-		var m minuteShare
-		if err := rows.Scan(&m.minute, &m.own, &m.all, &m.exposed); err != nil {
-			return err
-		}
-		ms = append(ms, m)
-		return nil
-	})
+	vs, err := r.byMinute("moved load", fmt.Sprintf("toFloat64(countIf(%[1]s)), toFloat64(count()), toFloat64(countIf(%[1]s AND %[2]s))", on, queue.exposed),
+		r.whereIn(r.win, *r.base))
 	if err != nil {
 		return err
+	}
+	ms := make([]minuteShare, len(vs))
+	for i, v := range vs {
+		ms[i] = minuteShare{minute: v[0], own: v[1], all: v[2], exposed: v[3]}
 	}
 	rise, ok := shareWhileLong(ms, float64(max(r.cfg.MinEntityRows, 1)))
 	if !ok || rise < r.cfg.QueueDemandRise {
@@ -577,6 +564,24 @@ func (r *run) movedLoad(c *causeRun, es *entityStats) error {
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("while its queue was long it received ×%.2f its baseline share of the scope's arrivals: work was moved to it from its peers, and its slowness is that load's; it ranks below the culprits of the scope",
 		rise))
 	return nil
+}
+
+// byMinute reads three aggregates (cols, Float64) of the rows selected by
+// where for each minute of the window, and for the baseline's rows as
+// minute -1: rows of [minute, col1, col2, col3].
+func (r *run) byMinute(what, cols, where string) ([][4]float64, error) {
+	q := fmt.Sprintf("SELECT toFloat64(if(%s, intDiv(start_ns, %d), -1)) AS tc_m, %s FROM %s WHERE %s GROUP BY tc_m",
+		r.inWin(), int64(time.Minute), cols, r.table(), where)
+	var out [][4]float64
+	err := r.query(what, q, func(rows Rows) error {
+		var v [4]float64
+		if err := rows.Scan(&v[0], &v[1], &v[2], &v[3]); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
 }
 
 // minuteShare is one minute of movedLoad (minute -1: the baseline): the
