@@ -430,20 +430,22 @@ func (r *run) longerWork(c *causeRun) (bool, error) {
 	e := queueEngine(r, c)
 	if c.longer == nil {
 		ratio := math.NaN()
-		var q string
+		// The mean prompt where cond holds over the mean where it does
+		// not: the window against the baseline, or the engine against
+		// its peers in the window.
+		var cond, where string
 		switch {
 		case r.base != nil:
-			where := r.whereIn(r.win, *r.base)
+			cond, where = r.inWin(), r.whereIn(r.win, *r.base)
 			if e != nil {
 				where += " AND " + r.onEngineSQL(e)
 			}
-			q = fmt.Sprintf("SELECT toFloat64(avgIf(prompt_tokens, %[1]s)), toFloat64(avgIf(prompt_tokens, NOT %[1]s)) FROM %[2]s WHERE %[3]s",
-				r.inWin(), r.table(), where)
 		case e != nil:
-			q = fmt.Sprintf("SELECT toFloat64(avgIf(prompt_tokens, %[1]s)), toFloat64(avgIf(prompt_tokens, NOT %[1]s)) FROM %[2]s WHERE %[3]s",
-				r.onEngineSQL(e), r.table(), r.winWhere())
+			cond, where = r.onEngineSQL(e), r.winWhere()
 		}
-		if q != "" {
+		if cond != "" {
+			q := fmt.Sprintf("SELECT toFloat64(avgIf(prompt_tokens, %[1]s)), toFloat64(avgIf(prompt_tokens, NOT %[1]s)) FROM %[2]s WHERE %[3]s",
+				cond, r.table(), where)
 			v, err := r.floats("prompt lengths", q, 2)
 			if err != nil {
 				return false, err
