@@ -376,3 +376,46 @@ func TestDemandOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadSwing: a breach of the whole scope led by its own demand, its
+// quantile up by less than SwingMaxRise and the queue under
+// SwingQueueShare of the tail, is a load swing; a queue that holds more
+// of the tail, a bigger rise, an entity's demand, a focused or
+// SLO-threshold breach, or no baseline is not.
+func TestLoadSwing(t *testing.T) {
+	model := Entity{Model: "m", Service: "m"}
+	pod := Entity{Model: "m", Service: "m", Host: "h", Pod: "p", Engine: "0"}
+	c := func(cause schemas.Cause, e Entity, af float64) Culprit {
+		return Culprit{Cause: cause, Entity: e, AttributableFraction: af}
+	}
+	queue, prefill := schemas.CauseQueueSaturation, schemas.CausePrefillInterference
+	for _, tc := range []struct {
+		name    string
+		rise    float64
+		cs      []Culprit
+		mod     func(r *run)
+		want    bool
+		wantQAF float64
+	}{
+		{"queue first, little of the tail", 1.26, []Culprit{c(queue, model, 0.07), c(prefill, model, 0.55)}, nil, true, 0.07},
+		{"prefill first, no queue culprit", 1.2, []Culprit{c(prefill, model, 0.6)}, nil, true, 0},
+		{"queue holds the tail", 1.29, []Culprit{c(queue, model, 0.21), c(prefill, model, 0.83)}, nil, false, 0.21},
+		{"rise of half again", 1.5, []Culprit{c(queue, model, 0.07)}, nil, false, 0},
+		{"an engine's queue", 1.2, []Culprit{c(queue, pod, 0.07)}, nil, false, 0},
+		{"a mechanism first", 1.2, []Culprit{c(schemas.CausePrefixMiss, model, 0.5), c(queue, model, 0.07)}, nil, false, 0},
+		{"focused on an entity", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.Focus = &Where{} }, false, 0},
+		{"SLO threshold", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.SLO.ThresholdMS = 100 }, false, 0},
+		{"no baseline", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.base = nil }, false, 0},
+		{"rule off", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.cfg.SwingQueueShare = 0 }, false, 0},
+		{"no culprit", 1.2, nil, nil, false, 0},
+	} {
+		r := &run{cfg: DefaultConfig(), base: &Interval{}, baseQ: stats.QuantileCI{Estimate: 1000}, winQ: stats.QuantileCI{Estimate: 1000 * tc.rise}}
+		if tc.mod != nil {
+			tc.mod(r)
+		}
+		q, got := r.loadSwing(tc.cs)
+		if got != tc.want || (got && q != tc.wantQAF) {
+			t.Errorf("%s: loadSwing = %v, %v; want %v, %v", tc.name, q, got, tc.wantQAF, tc.want)
+		}
+	}
+}

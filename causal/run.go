@@ -524,6 +524,28 @@ func demandOnly(reasons []string, cs []Culprit) bool {
 	return false
 }
 
+// loadSwing reports whether a breach of the whole scope is its load
+// served within capacity (Config.SwingQueueShare): its top culprit (of
+// cs, ranked) is the scope's own demand, its quantile up by less than
+// SwingMaxRise, and the queue culprit's attributable fraction, returned,
+// under SwingQueueShare. An entity's breach, an SLO threshold's, or a
+// breach without a baseline is never one.
+func (r *run) loadSwing(cs []Culprit) (float64, bool) {
+	if r.cfg.SwingQueueShare <= 0 || r.req.Focus != nil || r.req.SLO.ThresholdMS > 0 || r.base == nil || len(cs) == 0 || r.baseQ.Estimate <= 0 {
+		return 0, false
+	}
+	if !demandOnly([]string{ReasonTailCount}, cs[:1]) || !scopeWide(cs[0].Entity) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
+		return 0, false
+	}
+	var q float64
+	for _, c := range cs {
+		if c.Cause == schemas.CauseQueueSaturation && scopeWide(c.Entity) {
+			q = c.AttributableFraction
+		}
+	}
+	return q, q < r.cfg.SwingQueueShare
+}
+
 // material reports whether a quantile estimate is up by the breach rule's
 // margin (MinRelIncrease) on the baseline's: what a count-declared breach
 // (ReasonTailCount) asks of the estimate, its significance being the
@@ -939,6 +961,11 @@ func (r *run) result() *Analysis {
 		}
 		if demandOnly(r.breach.Reasons, cs) {
 			r.note("the tail requests gather in %s, but what the analysis finds there is the demand (%s): a swing of load, not a breach", fmtInterval(r.win), cs[0].Cause)
+			an.Notes, an.Breach.Breached = r.notes, false
+			in.Status, in.IncidentID, cs = StatusOK, "", nil
+		} else if q, ok := r.loadSwing(cs); ok {
+			r.note("the %v-quantile is up %.0f%% on its baseline with the %s of the whole scope first, but the queue explains %.0f%% of the tail (under %.0f%%): the load was served in bigger batches, not left waiting for capacity; a swing of load, not a breach",
+				r.q, 100*(r.winQ.Estimate/r.baseQ.Estimate-1), cs[0].Cause, 100*q, 100*r.cfg.SwingQueueShare)
 			an.Notes, an.Breach.Breached = r.notes, false
 			in.Status, in.IncidentID, cs = StatusOK, "", nil
 		} else {

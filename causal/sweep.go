@@ -153,7 +153,7 @@ func (a *Analyzer) Sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	}
 	var kept []*Analysis
 	for _, an := range back.Breaches {
-		if end := breachEnd(an); end.After(req.Window.Start) {
+		if end := breachEnd(an, ext.Window.End); end.After(req.Window.Start) {
 			note := fmt.Sprintf("the tail broke before the window asked (%s) and stayed broken into it, to %s: asked again over %s, the window with its history",
 				fmtInterval(req.Window), end.UTC().Format(time.RFC3339), fmtInterval(ext.Window))
 			an.Notes, an.Incident.Notes = append(an.Notes, note), append(an.Incident.Notes, note)
@@ -191,13 +191,20 @@ func (a *Analyzer) historyStart(ctx context.Context, req SweepRequest) (time.Tim
 	return time.Unix(0, int64(v[1])).UTC(), true, nil
 }
 
-// breachEnd is when a breach's stretch ends: the entity's stretch, else
-// the (narrowed) window of its analysis.
-func breachEnd(an *Analysis) time.Time {
-	if w := an.Incident.Breach; w != nil && w.Stretch != nil {
-		return w.Stretch.End
+// breachEnd is when a breach of a look-back sweep over a window ending at
+// asked ends: the later of the entity's stretch (the time scan's run of
+// buckets, the one with the most excess tail, which may stop short of
+// the fault's end) and the recovery its analysis found (a window narrowed
+// to end before asked: the quantile series recovers there); without a
+// stretch, the (narrowed) window of its analysis. A host whose stretch
+// ended at 14:38:30 while its analysis saw the series recover at 14:45:57
+// lasted into a window from 14:44 (tuning seed 4019, a 55-minute run).
+func breachEnd(an *Analysis, asked time.Time) time.Time {
+	end := an.Incident.Window.End
+	if w := an.Incident.Breach; w != nil && w.Stretch != nil && (!end.Before(asked) || w.Stretch.End.After(end)) {
+		end = w.Stretch.End
 	}
-	return an.Incident.Window.End
+	return end
 }
 
 // sweep is Sweep without the look-back.

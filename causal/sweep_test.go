@@ -448,7 +448,7 @@ func TestSweepLookBack(t *testing.T) {
 	if !slices.ContainsFunc(in.Notes, func(n string) bool { return strings.Contains(n, "broke before the window asked") }) {
 		t.Errorf("notes %q: the look-back is not said", in.Notes)
 	}
-	if end := breachEnd(res.Breaches[0]); !end.After(win.Start) {
+	if end := breachEnd(res.Breaches[0], win.End); !end.After(win.Start) {
 		t.Errorf("breach ends %v, before the window", end)
 	}
 	// Ended before the window: nothing lasts into it.
@@ -460,5 +460,34 @@ func TestSweepLookBack(t *testing.T) {
 	s.Faults = nil
 	if res := sweepScenario(t, s, SweepRequest{Window: win, LookBack: true}); len(res.Breaches) != 0 {
 		t.Errorf("no fault: %d breaches, want none", len(res.Breaches))
+	}
+}
+
+// TestBreachEnd: an entity's stretch ends the breach unless its analysis
+// saw the series recover later, inside the window asked; without a
+// stretch the analysis window's end does.
+func TestBreachEnd(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 1, 5, 14, m, 0, 0, time.UTC) }
+	an := func(winEnd int, stretchEnd int) *Analysis {
+		in := &Incident{Window: Interval{Start: at(0), End: at(winEnd)}}
+		if stretchEnd > 0 {
+			in.Breach = &Where{Stretch: &Interval{Start: at(1), End: at(stretchEnd)}}
+		}
+		return &Analysis{Incident: *in}
+	}
+	for _, tc := range []struct {
+		name            string
+		winEnd, stretch int
+		want            int
+	}{
+		{"recovered after the stretch", 46, 38, 46},
+		{"recovered before the stretch ended", 41, 44, 44},
+		{"window not narrowed: the stretch", 55, 38, 38},
+		{"no stretch: the window", 46, 0, 46},
+		{"no stretch, not narrowed", 55, 0, 55},
+	} {
+		if got := breachEnd(an(tc.winEnd, tc.stretch), at(55)); !got.Equal(at(tc.want)) {
+			t.Errorf("%s: breachEnd = %v, want %v", tc.name, got.Format("15:04"), at(tc.want).Format("15:04"))
+		}
 	}
 }

@@ -195,10 +195,13 @@ type Run struct {
 
 // BreachInfo is one breach of a sweep, as the report shows it.
 type BreachInfo struct {
-	Level      string   `json:"level"`
-	Where      string   `json:"where"`
-	ExcessTail float64  `json:"excess_tail"`
-	Culprits   []string `json:"culprits"`
+	Level      string  `json:"level"`
+	Where      string  `json:"where"`
+	ExcessTail float64 `json:"excess_tail"`
+	// P99Ratio is the breached window's quantile over its baseline's
+	// (0 without a baseline).
+	P99Ratio float64  `json:"p99_ratio,omitempty"`
+	Culprits []string `json:"culprits"`
 }
 
 // DetectorRun is what the replayed scheduled detector did.
@@ -456,6 +459,9 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 	for _, b := range res.Breaches {
 		scope := b.Incident.SLO.Scope
 		bi := BreachInfo{Where: causal.ScopeString(scope)}
+		if b.Incident.BaselineP99MS > 0 {
+			bi.P99Ratio = b.Incident.ObservedP99MS / b.Incident.BaselineP99MS
+		}
 		where := causal.Entity{Model: scope["model"], Service: scope["service"]}
 		if w := b.Incident.Breach; w != nil {
 			bi.Level, bi.ExcessTail = w.Level, w.ExcessTail
