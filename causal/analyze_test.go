@@ -520,3 +520,35 @@ func TestAnalyzeBreachInsideWindow(t *testing.T) {
 		t.Errorf("top culprit %s %+v, want workload.long_prompts on the model", top.Cause, top.Entity)
 	}
 }
+
+// The same fleet asked the same question at another time of day: data
+// and window moved by 17.3 s (off every bucket grid) narrow to the same
+// stretch, relative to the window, with the same culprits. The quantile
+// series counted its buckets from the epoch, so a window asked at any
+// time ("the last 30 minutes") began and ended in partial buckets and
+// its change points moved with the clock.
+func TestAnalyzeWindowOffGrid(t *testing.T) {
+	s := synthScenario{Seed: 41, Duration: time.Hour, FaultFrom: 44 * time.Minute, FaultTo: 50 * time.Minute,
+		Faults: []synthFault{{Kind: "long_prompts", Factor: 0.1}}}
+	req := Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)}
+	on := analyzeScenario(t, s, req)
+	const off = 17300 * time.Millisecond
+	s.Start = synthStart.Add(off)
+	req.Window = Interval{Start: req.Window.Start.Add(off), End: req.Window.End.Add(off)}
+	moved := analyzeScenario(t, s, req)
+	a, b := on.Incident, moved.Incident
+	if a.Status != StatusFiring || b.Status != a.Status {
+		t.Fatalf("status %s on the grid, %s off it; want both firing", a.Status, b.Status)
+	}
+	if !b.Window.Start.Equal(a.Window.Start.Add(off)) || !b.Window.End.Equal(a.Window.End.Add(off)) {
+		t.Errorf("window %s off the grid, want %s moved by %v", fmtInterval(b.Window), fmtInterval(a.Window), off)
+	}
+	if len(b.Culprits) != len(a.Culprits) {
+		t.Fatalf("%d culprits off the grid, %d on it", len(b.Culprits), len(a.Culprits))
+	}
+	for i := range a.Culprits {
+		if a.Culprits[i].Cause != b.Culprits[i].Cause || a.Culprits[i].Entity != b.Culprits[i].Entity {
+			t.Errorf("culprit %d: %s %+v off the grid, %s %+v on it", i+1, b.Culprits[i].Cause, b.Culprits[i].Entity, a.Culprits[i].Cause, a.Culprits[i].Entity)
+		}
+	}
+}

@@ -871,8 +871,14 @@ func (r *run) quantileSeries() ([]float64, []time.Time, error) {
 	}
 	w = max(w.Round(time.Second), 10*time.Second)
 	const minBucketRows = 50
-	q := fmt.Sprintf(`SELECT toFloat64(intDiv(start_ns, %d)) AS tc_b, toFloat64(count()), toFloat64(quantileExact(%s)(%s))
-FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), dag.FormatFloat(r.q), r.y, r.table(), r.winWhere())
+	// Buckets count from the window's start, not from the epoch: a window
+	// asked at any time ("the last 30 minutes") would otherwise begin and
+	// end in partial buckets, dropped under minBucketRows or noisier than
+	// the rest, and its change points would move with the clock (the same
+	// data replayed from a start off the grid gave another narrowing).
+	from := r.win.Start.UnixNano()
+	q := fmt.Sprintf(`SELECT toFloat64(intDiv(start_ns - %d, %d)) AS tc_b, toFloat64(count()), toFloat64(quantileExact(%s)(%s))
+FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, from, w.Nanoseconds(), dag.FormatFloat(r.q), r.y, r.table(), r.winWhere())
 	var series []float64
 	var starts []time.Time
 	err = r.query("quantile series", q, func(rows Rows) error {
@@ -882,7 +888,7 @@ FROM %s WHERE %s GROUP BY tc_b ORDER BY tc_b`, w.Nanoseconds(), dag.FormatFloat(
 		}
 		if c >= minBucketRows && v > 0 {
 			series = append(series, math.Log(v))
-			starts = append(starts, time.Unix(0, int64(b)*w.Nanoseconds()))
+			starts = append(starts, time.Unix(0, from+int64(b)*w.Nanoseconds()))
 		}
 		return nil
 	})
