@@ -514,7 +514,13 @@ func (r *run) baselineTailScan(baseCI *stats.QuantileCI) (*narrowing, error) {
 // (a fault-free tuning fleet, seed 1778, had such a breach on each
 // question). The analysis then reports no breach, with a note.
 func demandOnly(reasons []string, cs []Culprit) bool {
-	if !slices.Contains(reasons, ReasonTailCount) || len(cs) == 0 {
+	return slices.Contains(reasons, ReasonTailCount) && demandFirst(cs)
+}
+
+// demandFirst reports whether the top culprit of cs (ranked) is the
+// demand: a queue that more work built, or prefills crowding decodes.
+func demandFirst(cs []Culprit) bool {
+	if len(cs) == 0 {
 		return false
 	}
 	switch cs[0].Cause {
@@ -531,10 +537,10 @@ func demandOnly(reasons []string, cs []Culprit) bool {
 // under SwingQueueShare. An entity's breach, an SLO threshold's, or a
 // breach without a baseline is never one.
 func (r *run) loadSwing(cs []Culprit) (float64, bool) {
-	if r.cfg.SwingQueueShare <= 0 || r.req.Focus != nil || r.req.SLO.ThresholdMS > 0 || r.base == nil || len(cs) == 0 || r.baseQ.Estimate <= 0 {
+	if r.cfg.SwingQueueShare <= 0 || r.req.Focus != nil || r.req.SLO.ThresholdMS > 0 || r.base == nil || r.baseQ.Estimate <= 0 {
 		return 0, false
 	}
-	if !demandOnly([]string{ReasonTailCount}, cs[:1]) || !scopeWide(cs[0].Entity) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
+	if !demandFirst(cs) || !scopeWide(cs[0].Entity) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
 		return 0, false
 	}
 	var q float64
