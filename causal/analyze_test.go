@@ -552,3 +552,30 @@ func TestAnalyzeWindowOffGrid(t *testing.T) {
 		}
 	}
 }
+
+// A breach on from the window's start (no earlier data) that recovered
+// inside it: the window narrows to the breach and the time after the
+// recovery is the baseline. A "recovery" in the window's last minute is
+// a trough, not the healthy yardstick of everything before it: shorter
+// than MinBreachStretch after it, no breach is declared from it.
+func TestAnalyzeRecoveryInWindow(t *testing.T) {
+	s := synthScenario{Seed: 43, Duration: 30 * time.Minute, FaultTo: 18 * time.Minute,
+		Faults: []synthFault{{Kind: "long_prompts", Factor: 0.5}}}
+	req := Request{SLO: SLO{Scope: llama}, Window: window(0, 30*time.Minute)}
+	an := analyzeScenario(t, s, req)
+	if an.BaselineSource != BaselineChangePoint || an.Incident.Status != StatusFiring {
+		t.Fatalf("baseline %s, status %s: want a firing analysis with the recovered stretch as its baseline", an.BaselineSource, an.Incident.Status)
+	}
+	if w := an.Incident.Window; !w.Start.Equal(synthStart) || w.End.Before(synthStart.Add(15*time.Minute)) || w.End.After(synthStart.Add(21*time.Minute)) {
+		t.Errorf("window %s, want from the start to about the fault's end (18 min)", fmtInterval(w))
+	}
+	if top := an.Incident.Culprits[0]; top.Cause != schemas.CauseLongPrompts {
+		t.Errorf("top culprit %s, want workload.long_prompts", top.Cause)
+	}
+	// A ten-minute window (15 s buckets): the fault until its ninth minute.
+	s.Duration, s.FaultTo = 10*time.Minute, 9*time.Minute
+	an = analyzeScenario(t, s, Request{SLO: SLO{Scope: llama}, Window: window(0, 10*time.Minute)})
+	if an.Incident.Status != StatusOK || slices.ContainsFunc(an.Incident.Notes, func(n string) bool { return strings.Contains(n, "recovered at") }) {
+		t.Errorf("status %s, notes %q: a trough in the last minute taken for a recovery", an.Incident.Status, an.Incident.Notes)
+	}
+}

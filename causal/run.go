@@ -640,7 +640,13 @@ func (r *run) resolveBaseline() (framing, error) {
 		if err != nil {
 			return fr, err
 		}
-		if rec {
+		// A recovery needs MinBreachStretch after it, as a breach does: a
+		// trough in the window's last minute is not the healthy yardstick
+		// of everything before it (the live benchmark's seed 2, four
+		// minutes into its data: the last 59 s, ×0.63 the P99 before
+		// them, paged the model's prefill load 16 s after a KV fault's
+		// onset on one of its pods).
+		if rec && r.win.End.Sub(end) >= r.cfg.MinBreachStretch {
 			b := Interval{Start: end, End: r.win.End}
 			fr.base, fr.source = &b, BaselineChangePoint
 			fr.win = Interval{Start: r.win.Start, End: end}
