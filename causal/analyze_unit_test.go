@@ -419,3 +419,30 @@ func TestLoadSwing(t *testing.T) {
 		}
 	}
 }
+
+func TestIsCulprit(t *testing.T) {
+	est := func(beta, af, afLo, effLo float64) stats.CauseEstimate {
+		return stats.CauseEstimate{Log: stats.Effect{Beta: beta, SE: 0.1}, Attributed: stats.Fraction{Value: af, CI: [2]float64{afLo, af + 0.1}}, EffectCI: [2]float64{effLo, 800}}
+	}
+	for _, tc := range []struct {
+		name  string
+		cause Cause
+		e     stats.CauseEstimate
+		want  bool
+	}{
+		{"mechanism", schemas.CausePowerCap, est(0.1, 0.4, 0.2, 100), true},
+		// A mechanism's latency interval may cross zero: its tail
+		// probability (the fraction) is the evidence.
+		{"mechanism, effect interval across zero", schemas.CausePowerCap, est(0.1, 0.4, 0.2, -50), true},
+		{"negative effect", schemas.CausePowerCap, est(-0.1, 0.4, 0.2, 100), false},
+		{"fraction under MinAF", schemas.CausePowerCap, est(0.1, 0.04, 0.01, 100), false},
+		{"fraction not significant", schemas.CausePowerCap, est(0.1, 0.4, -0.01, 100), false},
+		{"degraded and slower", schemas.CauseEntityDegraded, est(0.1, 0.4, 0.2, 100), true},
+		{"degraded, not significantly slower", schemas.CauseEntityDegraded, est(0.01, 0.57, 0.3, -373), false},
+		{"degraded, interval at zero", schemas.CauseEntityDegraded, est(0.01, 0.57, 0.3, 0), false},
+	} {
+		if got := isCulprit(tc.cause, tc.e, 0.05); got != tc.want {
+			t.Errorf("%s: isCulprit = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -329,10 +329,27 @@ func (r *run) attribute() error {
 		if c.cand.Skipped != "" {
 			continue
 		}
-		e := c.cand.Estimate
-		c.cand.Culprit = c.splitInto == 0 && e.Log.Beta > 0 && e.Attributed.Value >= r.cfg.MinAF && e.Attributed.CI[0] > 0
+		c.cand.Culprit = c.splitInto == 0 && isCulprit(c.cand.Cause, c.cand.Estimate, r.cfg.MinAF)
 	}
 	return r.resolveExemplars()
+}
+
+// isCulprit is the rule that makes an estimated cause a culprit: its
+// latency effect positive, its attributable fraction at least minAF and
+// significantly above zero. A degraded entity must also be significantly
+// slower (the effect's interval above zero), not only more often past the
+// tail threshold: an entity always a little slower than its peers crosses
+// a fixed threshold far more often when the whole scope's work grows, its
+// latency per unit of work the same (a tuning run's host under a model's
+// longer outputs: ×1.01, the effect's 95% interval −373..754 ms, ranked
+// above the long outputs). Every degraded entity the tuning sets drew was
+// slower with an interval above zero (×1.10–5.2).
+func isCulprit(cause Cause, e stats.CauseEstimate, minAF float64) bool {
+	ok := e.Log.Beta > 0 && e.Attributed.Value >= minAF && e.Attributed.CI[0] > 0
+	if cause == schemas.CauseEntityDegraded {
+		ok = ok && e.EffectCI[0] > 0
+	}
+	return ok
 }
 
 // judgeDemand tells a queue that more work built from one that slower
