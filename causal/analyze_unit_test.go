@@ -377,6 +377,28 @@ func TestDemandOnly(t *testing.T) {
 	}
 }
 
+// TestUnexplainedCount: a breach on its tail count alone with no culprit
+// is not reported; one with a culprit, or one of the quantile rule
+// without any, is.
+func TestUnexplainedCount(t *testing.T) {
+	count := []string{ReasonTailCount}
+	for _, tc := range []struct {
+		reasons []string
+		cs      []Culprit
+		want    bool
+	}{
+		{count, nil, true},
+		{[]string{"baseline", ReasonTailCount}, nil, true},
+		{count, []Culprit{{Cause: schemas.CauseKVPreemption}}, false},
+		{[]string{"baseline"}, nil, false},
+		{[]string{"slo"}, nil, false},
+	} {
+		if got := unexplainedCount(tc.reasons, tc.cs); got != tc.want {
+			t.Errorf("unexplainedCount(%v, %v) = %v, want %v", tc.reasons, tc.cs, got, tc.want)
+		}
+	}
+}
+
 // TestLoadSwing: a breach of the whole scope led by its own demand, its
 // quantile up by less than SwingMaxRise and the queue under
 // SwingQueueShare of the tail, is a load swing; a queue that holds more
