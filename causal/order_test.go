@@ -517,3 +517,61 @@ func TestElevatedAtCeiling(t *testing.T) {
 		t.Errorf("capped: %v %q", v, label)
 	}
 }
+
+// explainedOn: an entity found only within ExplainedScanFactor of the
+// scan's level is a breach when the first culprit acting on it is a
+// measured mechanism there, credible and not a symptom; not when it is
+// entity.degraded, a symptom, not enriched in the tail, or when nothing
+// acts on it.
+func TestExplainedOn(t *testing.T) {
+	gpu := Entity{Host: "node-3", GPU: "g2", Engine: "0", Pod: "p2", Model: "m"}
+	pod := Entity{Host: "node-3", Pod: "p2", Model: "m"}
+	an := func(cands ...Candidate) *Analysis {
+		a := &Analysis{}
+		a.Incident.Status = StatusFiring
+		for _, k := range cands {
+			k.Culprit = true
+			a.Candidates = append(a.Candidates, k)
+			a.Incident.Culprits = append(a.Incident.Culprits, Culprit{Cause: k.Cause, Entity: k.Entity})
+		}
+		return a
+	}
+	capped := Candidate{Cause: schemas.CausePowerCap, Entity: gpu, TailEnriched: true}
+	degraded := Candidate{Cause: schemas.CauseEntityDegraded, Entity: gpu}
+	queue := Candidate{Cause: schemas.CauseQueueSaturation, Entity: gpu, TailEnriched: true, Symptom: true}
+	rare := Candidate{Cause: schemas.CauseMemoryBandwidth, Entity: gpu}
+	elsewhere := Candidate{Cause: schemas.CausePowerCap, Entity: Entity{Host: "node-1", GPU: "g0", Model: "m"}, TailEnriched: true}
+	for _, tc := range []struct {
+		name string
+		an   *Analysis
+		want bool
+	}{
+		{"a power cap on its GPU", an(capped, degraded), true},
+		{"a power cap after a culprit elsewhere", an(elsewhere, capped), true},
+		{"entity.degraded first", an(degraded, capped), false},
+		{"a symptom first", an(queue, capped), false},
+		{"a mechanism rarer in the tail", an(rare), false},
+		{"nothing on it", an(elsewhere), false},
+		{"no culprit", an(), false},
+	} {
+		if got := explainedOn(tc.an, pod); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// explainedOnly: the wider pick less the strict one, a host and an engine
+// on it counting as one breach.
+func TestExplainedOnly(t *testing.T) {
+	e := func(kind, host, pod string) *screened {
+		return &screened{kind: kind, key: host + "/" + pod, ent: Entity{Host: host, Pod: pod}}
+	}
+	a, b, h1, c := e(LevelEngine, "h1", "a"), e(LevelEngine, "h2", "b"), e(LevelHost, "h1", ""), e(LevelEngine, "h3", "c")
+	got := explainedOnly([]*screened{a, b, h1, c}, []*screened{a})
+	if len(got) != 2 || got[0] != b || got[1] != c {
+		t.Errorf("got %d entities, want h2/b and h3/c", len(got))
+	}
+	if got := explainedOnly([]*screened{h1, c}, []*screened{e(LevelEngine, "h1", "z")}); len(got) != 1 || got[0] != c {
+		t.Errorf("a host over a strict engine of it: got %d, want h3/c alone", len(got))
+	}
+}

@@ -304,6 +304,7 @@ func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	// decisions, in scope order.
 	type plan struct {
 		breached             []*screened
+		strict               int // breached[:strict] at the scan's level, the rest only explained (explainedOnly)
 		deferred, scopeFirst bool
 		focus                int // index of its first focused analysis
 	}
@@ -312,6 +313,7 @@ func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 	for si, s := range all {
 		p := &plans[si]
 		p.breached = pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
+		loose := explainedOnly(pickEntityBreaches(s.entities, alpha*a.cfg.ExplainedScanFactor, a.cfg.MinRelIncrease), p.breached)
 		var totalTail, totalN float64
 		for _, e := range s.entities {
 			if e.kind == LevelEngine {
@@ -329,8 +331,11 @@ func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			} else {
 				p.scopeFirst = true
 				p.breached = uncovered(p.breached, s.an.Incident.Culprits)
+				loose = uncovered(loose, s.an.Incident.Culprits)
 			}
 		}
+		p.strict = len(p.breached)
+		p.breached = append(p.breached, loose...)
 		p.focus = len(focus)
 		for _, e := range p.breached {
 			w := e.where()
@@ -368,15 +373,22 @@ func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 			an := focused[p.focus+i]
 			res.Queries += an.Queries
 			res.QueryTime += an.QueryTime
-			switch v := confirmEntity(an, w.Entity, deferred && i == 0); v {
+			v := confirmEntity(an, w.Entity, deferred && i == 0)
+			if i >= p.strict && v == entityReported && !explainedOn(an, w.Entity) {
+				v = entityUnmeasured
+			}
+			switch v {
 			case entityReported:
 				res.Breaches = append(res.Breaches, an)
 			case entityIsScope:
 				scopeBreach()
-			case entityScopeWide, entityUnexplained:
+			case entityScopeWide, entityUnexplained, entityUnmeasured:
 				why := "no culprit acts on it"
-				if v == entityScopeWide {
+				switch v {
+				case entityScopeWide:
 					why = "what acts on it acts on the whole scope"
+				case entityUnmeasured:
+					why = "short of the scan's level, and no measured mechanism on it comes first"
 				}
 				res.Notes = append(res.Notes, fmt.Sprintf("%s %s looked worse than its peers (p %.2g in %s) but %s: not reported",
 					w.Level, EntityString(w.Entity), w.StretchPValue, ScopeString(s.sc), why))
@@ -416,6 +428,7 @@ const (
 	entityNotFiring                        // the focused analysis found no breach
 	entityScopeWide                        // what acts on it acts on the whole scope
 	entityUnexplained                      // no culprit acts on it
+	entityUnmeasured                       // only within ExplainedScanFactor of the level, and no measured mechanism explains it
 )
 
 // confirmEntity decides what the focused analysis an of a breached entity
@@ -454,6 +467,43 @@ func confirmEntity(an *Analysis, b Entity, deferred bool) entityVerdict {
 		return entityUnexplained
 	}
 	return entityReported
+}
+
+// explainedOnly is the entities of wide (picked at the scan's level times
+// Config.ExplainedScanFactor) that strict (picked at the level) lacks,
+// less the engines of a host strict holds: breaches only when a measured
+// mechanism on them explains them (explainedOn). A host and an engine on
+// it are one breach: the strict one stands.
+func explainedOnly(wide, strict []*screened) []*screened {
+	var out []*screened
+	for _, e := range wide {
+		if slices.ContainsFunc(strict, func(s *screened) bool {
+			return s == e || s.ent.Host == e.ent.Host && s.kind != e.kind // a host and an engine on it
+		}) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// explainedOn reports whether the first culprit of a focused analysis
+// that acts on the breached entity b is a measured mechanism there: not
+// entity.degraded, not a symptom, its exposure enriched in the tail
+// (credible). The culprits acting on b come first (focusCulprits).
+func explainedOn(an *Analysis, b Entity) bool {
+	for _, c := range an.Incident.Culprits {
+		if !c.Entity.ActsOn(b) {
+			continue
+		}
+		if c.Cause == schemas.CauseEntityDegraded || !credible(c, an.Candidates) {
+			return false
+		}
+		return !slices.ContainsFunc(an.Candidates, func(k Candidate) bool {
+			return k.Culprit && k.Cause == c.Cause && k.Entity == c.Entity && k.Symptom
+		})
+	}
+	return false
 }
 
 // worseThanRest reports whether entity e's window tail rate is above the
