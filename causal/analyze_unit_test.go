@@ -468,3 +468,24 @@ func TestIsCulprit(t *testing.T) {
 		}
 	}
 }
+
+func TestHostWideNoise(t *testing.T) {
+	// Tuning seed 4734's fault-before window: other hosts' GPUs' DRAM
+	// rises around a median of 0.0025, the fault's host's largest 0.0227.
+	others := []float64{0.0082, -0.0091, -0.0065, 0.0161, -0.0053, -0.0102, 0.0277, -0.0298, 0.0085, 0.0085, 0.0085, 0.0085,
+		0.0025, 0.0233, -0.02, -0.0172, -0.013, 0.0354, 0.0186, 0.0046, -0.0185, -0.0185, -0.0185, -0.0185}
+	ref := stats.Median(others)
+	noise := hostWideNoise(others, ref)
+	if !(0.0227-ref <= noise) {
+		t.Errorf("noise %.4f: a rise of %.4f over %.4f is not within it", noise, 0.0227-ref, ref)
+	}
+	// A host's power cap drops its GPUs' clocks by hundreds of MHz: far
+	// beyond the same drift.
+	if !(0.3-ref > noise) {
+		t.Errorf("noise %.4f swallows a rise of 0.3", noise)
+	}
+	// Too few other GPUs to measure a spread: no noise bound.
+	if n := hostWideNoise(others[:HostWideNoiseMin-1], ref); n != 0 {
+		t.Errorf("noise of %d GPUs = %v, want 0", HostWideNoiseMin-1, n)
+	}
+}

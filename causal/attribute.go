@@ -53,6 +53,7 @@ type causeRun struct {
 	affectedN  float64
 	meanDelta  float64 // continuous: mean Δ over window rows (quantile mapping)
 	typDelta   float64 // continuous: mean Δ of affected rows
+	focalRows  float64 // rows of the focused entity's own fit (focalFit), 0 when pooled
 	cand       Candidate
 }
 

@@ -63,6 +63,33 @@ func TestSweepSlowPodAmong16(t *testing.T) {
 	}
 }
 
+// Co-located work saturates one GPU's DRAM bandwidth among 24, no data
+// before the window: its pod decodes ×1.8 slower while its peers' DRAM
+// active wanders in a range where it costs nothing. Pooled over every
+// GPU, the slope is a fraction of the saturated GPU's and the pod was
+// named entity.degraded; fitted on the breached pod's own requests
+// (focalFit), the mechanism is named on its GPU.
+func TestSweepMemoryBandwidthOnOneGPU(t *testing.T) {
+	res := sweepScenario(t, synthScenario{Seed: 21, Duration: time.Hour, Hosts: 12, GPUs: 2, RatePerS: 40, FaultFrom: 25 * time.Minute,
+		Faults: []synthFault{{Kind: "membw", Host: 7, GPU: 1}}},
+		SweepRequest{Window: window(0, time.Hour)})
+	if len(res.Breaches) == 0 {
+		t.Fatal("no breach")
+	}
+	in := res.Breaches[0].Incident
+	want := engineEntity(7, 1)
+	if in.Status != StatusFiring || len(in.Culprits) == 0 {
+		t.Fatalf("status %s, %d culprits", in.Status, len(in.Culprits))
+	}
+	top := in.Culprits[0]
+	if top.Cause != schemas.CauseMemoryBandwidth || top.Entity.GPU != gpuName(7, 1) || top.Entity.Pod != want.Pod {
+		t.Fatalf("top culprit %s %+v, want gpu.memory_bandwidth on %s", top.Cause, top.Entity, gpuName(7, 1))
+	}
+	if !slices.ContainsFunc(top.Evidence, func(e string) bool { return strings.Contains(e, "fitted on the breached engine's") }) {
+		t.Errorf("evidence %q does not say the fit was the engine's own", top.Evidence)
+	}
+}
+
 // No fault anywhere: status ok at every level (scope and entities).
 func TestSweepNoFault(t *testing.T) {
 	for _, seed := range []uint64{4, 12} {

@@ -34,7 +34,9 @@ import (
 // sets the thermal reason bit and halves one GPU's clock; a degraded engine
 // decodes 2.2× slower with no metric moving; the long-prompt shift raises
 // longShare to 0.35 and moves KV usage with it (the decoy: no KV fault).
-// Harmless moves: PCIe traffic of one GPU ×10.
+// A memory-bandwidth fault raises one GPU's DRAM active from 0.4 to 0.6
+// and decodes ×(1 + 8·(dram − 0.5)) above 0.5. Harmless moves: PCIe
+// traffic of one GPU ×10.
 //
 // Load on an engine (busy, 1 normally) fills its batch and its queue:
 // running ~ N(12·busy, 3), waiting ~ Poisson(0.2 + 4·(busy − 1)). A surge
@@ -89,7 +91,7 @@ type Scenario struct {
 
 // Fault is one fault of a Scenario, acting on engine GPU of host Host.
 type Fault struct {
-	Kind   string // "kv", "kv_lost", "long_prompts", "thermal", "degraded", "pcie_harmless", "surge", "slow_queue", "prefix", "prefix_all"
+	Kind   string // "kv", "kv_lost", "long_prompts", "thermal", "degraded", "pcie_harmless", "membw", "surge", "slow_queue", "prefix", "prefix_all"
 	Host   int
 	GPU    int
 	From   time.Duration // 0: scenario's FaultFrom
@@ -273,7 +275,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		temp := 62 + 4*rng.NormFloat64()
 		pcie := 2e9 * (1 + 0.2*rng.NormFloat64())
 		dram := 0.4 + 0.05*rng.NormFloat64()
-		kvFault, kvLost, prefixFault, degraded := false, false, false, 1.0
+		kvFault, kvLost, prefixFault, degraded, membw := false, false, false, 1.0, 1.0
 		for _, f := range s.Faults {
 			if !s.active(f, off) {
 				continue
@@ -318,6 +320,19 @@ func (g *synthGen) next(max int) *synthBlock {
 				if on {
 					pcie *= 10
 				}
+			case "membw":
+				// Co-located work takes the GPU's DRAM bandwidth: DRAM
+				// active rises to Factor (0.6 by default) and decode
+				// slows past the knee at 0.5, where the peers' noise
+				// (0.4 ± 0.05) never reaches.
+				if on {
+					level := 0.6
+					if f.Factor > 0 {
+						level = f.Factor
+					}
+					dram = level + 0.03*rng.NormFloat64()
+					membw = 1 + 8*math.Max(dram-0.5, 0)
+				}
 			}
 		}
 		prompt := math.Exp(math.Log(600) + 0.7*rng.NormFloat64())
@@ -340,7 +355,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		}
 		kv := 0.28 + 0.015*running + 0.9*batchLong + prompt/40000 + 0.04*rng.NormFloat64()
 		preempt, preemptMS := 0.0, 0.0
-		tpotFactor := degraded
+		tpotFactor := degraded * membw
 		if s.LowKV {
 			kv /= 4
 		}
