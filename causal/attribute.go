@@ -487,10 +487,12 @@ func (r *run) longerWork(c *causeRun) (bool, error) {
 	return true, nil
 }
 
-// onEngineSQL selects the rows of engine e.
+// onEngineSQL selects the rows of engine e, as a label comparison that the
+// Go fits evaluate on the frame's labels (colterm.go) without a column of
+// their own.
 func (r *run) onEngineSQL(e *entityStats) string {
 	if n, ok := r.a.dag.Node("engine"); ok && n.Expr != "" {
-		return n.Indicator(e.key) + " = 1"
+		return "(" + n.Expr + ") = " + dag.QuoteString(e.key)
 	}
 	return "concat(host, '/', pod, '/', engine) = " + dag.QuoteString(e.key)
 }

@@ -350,16 +350,12 @@ func (r *run) focalRows() (where string, outside []string, ok bool) {
 	if f == nil {
 		return "", nil, false
 	}
-	on := func(g *entityStats) bool { return false }
+	var on func(g *entityStats) bool
 	switch f.Level {
 	case LevelEngine:
-		n, okN := r.a.dag.Node("engine")
-		if !okN {
-			return "", nil, false
-		}
 		for _, k := range sortedKeys(r.engines) {
 			if es := r.engines[k]; r.focusOn(kindEngine, es) {
-				where = "(" + n.Expr + ") = " + dag.QuoteString(es.key)
+				where = r.onEngineSQL(es)
 				on = func(g *entityStats) bool { return g.engines[es.key] > 0 }
 				break
 			}
