@@ -302,6 +302,30 @@ func testThrottleInTensorParallelEngine(t *testing.T, dcgmDefaults bool) {
 	}
 }
 
+// The GPU of a tensor-parallel engine in an entity breach's analysis is
+// told over the breach's stretch: a throttle on one GPU from minute 25 to
+// 45, the engine's breach found in 40–45, asked over 40–60 against 20–40.
+// Over the window the GPU throttled less often than over the baseline (a
+// quarter against three quarters of the time), and the culprit stayed on
+// the scope, or named the wrong GPU of the engine (tuning seed 5098); over
+// the stretch it throttled throughout.
+func TestThrottleInTensorParallelEngineFocusStretch(t *testing.T) {
+	s := synthScenario{Seed: 10, Start: synthStart, Duration: time.Hour, FaultFrom: 25 * time.Minute, FaultTo: 45 * time.Minute, TP: true, TPHost: 2,
+		Faults: []synthFault{{Kind: "thermal", Host: 2, GPU: 0}}}
+	want := engineEntity(2, 0)
+	stretch := window(40*time.Minute, 45*time.Minute)
+	base := window(20*time.Minute, 40*time.Minute)
+	eng := want
+	eng.GPU = ""
+	an := analyzeWithSamplesReq(t, s, Request{SLO: SLO{Scope: llama}, Window: window(40*time.Minute, time.Hour), Baseline: &base,
+		Focus: &Where{Level: LevelEngine, Entity: eng, Stretch: &stretch}})
+	in := an.Incident
+	i := slices.IndexFunc(in.Culprits, func(c Culprit) bool { return c.Cause == schemas.CauseThermalThrottle })
+	if i < 0 || in.Culprits[i].Entity.GPU != want.GPU {
+		t.Fatalf("culprits %+v, want %s on %s", in.Culprits, schemas.CauseThermalThrottle, want.GPU)
+	}
+}
+
 // A throttle on every GPU of a tensor-parallel engine, on a host whose
 // other GPUs serve nothing (a host's cooling or power cap shows only where
 // GPUs work): the host is the culprit's, though most of its GPUs stay
@@ -378,6 +402,12 @@ func TestEvictsTellsEvictionsFromPrefixFault(t *testing.T) {
 // the tensor-parallel engine's GPU samples (insertGPUSamples) beside it.
 func analyzeWithSamples(t *testing.T, s synthScenario) *Analysis {
 	t.Helper()
+	return analyzeWithSamplesReq(t, s, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+}
+
+// analyzeWithSamplesReq is analyzeWithSamples asking req.
+func analyzeWithSamplesReq(t *testing.T, s synthScenario, req Request) *Analysis {
+	t.Helper()
 	st := chstoretest.Fresh(t)
 	ctx := context.Background()
 	if _, err := insertSynth(ctx, st.Conn(), s, 100_000); err != nil {
@@ -390,7 +420,7 @@ func analyzeWithSamples(t *testing.T, s synthScenario) *Analysis {
 	if err != nil {
 		t.Fatal(err)
 	}
-	an, err := a.Analyze(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	an, err := a.Analyze(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -489,3 +489,85 @@ func TestHostWideNoise(t *testing.T) {
 		t.Errorf("noise of %d GPUs = %v, want 0", HostWideNoiseMin-1, n)
 	}
 }
+
+// minAF in a focused analysis: a cause acting on the breached pod is
+// material when it explains MinAF of the pod's tail (tuning seed 5007: a
+// prefix-cache loss on one pod of 23, 0.044 of the model's tail); a cause
+// acting on the whole scope keeps the scope's bar, as does every cause
+// without a focus.
+func TestMinAFFocusedEntity(t *testing.T) {
+	pod := Entity{Host: "node-4", Engine: "0", Pod: "p-11", Model: "m"}
+	r := &run{cfg: DefaultConfig(), nWinTail: 400, engines: map[string]*entityStats{
+		"node-4/p-11/0": {key: "node-4/p-11/0", host: "node-4", pod: "p-11", engine: "0", nwTail: 40},
+		"node-1/p-0/0":  {key: "node-1/p-0/0", host: "node-1", pod: "p-0", engine: "0", nwTail: 360},
+	}, hosts: map[string]*entityStats{}}
+	onPod := &causeRun{cand: Candidate{Cause: schemas.CausePrefixMiss, Entity: Entity{Host: "node-4", Engine: "0", Pod: "p-11", GPU: "GPU-1", Model: "m"}}}
+	onModel := &causeRun{cand: Candidate{Cause: schemas.CauseLongPrompts, Entity: Entity{Model: "m"}}}
+	onHost := &causeRun{cand: Candidate{Cause: schemas.CausePCIeContention, Entity: Entity{Host: "node-4", Model: "m"}}}
+	if share := r.focusTailShare(); share != 0 {
+		t.Fatalf("share without a focus = %v, want 0", share)
+	}
+	if got := r.minAF(onPod, 0); got != 0.05 {
+		t.Errorf("no focus: minAF %v, want 0.05", got)
+	}
+	r.req.Focus = &Where{Level: LevelEngine, Entity: pod}
+	share := r.focusTailShare()
+	if share != 0.1 {
+		t.Fatalf("the pod's share of the tail = %v, want 0.1", share)
+	}
+	for _, tc := range []struct {
+		name string
+		c    *causeRun
+		want float64
+	}{
+		{"on the pod", onPod, 0.005},
+		{"on its host", onHost, 0.005},
+		{"on the model", onModel, 0.05},
+	} {
+		if got := r.minAF(tc.c, share); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: minAF %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A host focus: the host's tail.
+	r.hosts["node-4"] = &entityStats{key: "node-4", host: "node-4", nwTail: 100}
+	r.req.Focus = &Where{Level: LevelHost, Entity: Entity{Host: "node-4", Model: "m"}}
+	if share := r.focusTailShare(); share != 0.25 {
+		t.Errorf("the host's share = %v, want 0.25", share)
+	}
+}
+
+// The scope's change point frames a focused analysis only when it shares
+// time with the entity's stretch (tuning seed 5052); the GPU
+// samples of a focused analysis are read over the stretch when the window
+// runs on past it (5098).
+func TestFocusFraming(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 1, 5, 14, m, 0, 0, time.UTC) }
+	stretch := Interval{Start: at(9), End: at(27)}
+	for _, tc := range []struct {
+		name string
+		cp   Interval
+		want bool
+	}{
+		{"before it", Interval{Start: at(2), End: at(9)}, false},
+		{"a third of it", Interval{Start: at(2), End: at(15)}, true},
+		{"inside it", Interval{Start: at(21), End: at(23)}, true},
+		{"all of it", Interval{Start: at(5), End: at(30)}, true},
+		{"after it", Interval{Start: at(27), End: at(30)}, false},
+	} {
+		if got := overlaps(tc.cp, stretch); got != tc.want {
+			t.Errorf("%s: overlaps = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	r := &run{win: Interval{Start: at(9), End: at(30)}}
+	if _, ok := r.focusStretch(); ok {
+		t.Error("a stretch without a focus")
+	}
+	r.req.Focus = &Where{Level: LevelEngine, Stretch: &stretch}
+	if st, ok := r.focusStretch(); !ok || st != stretch {
+		t.Errorf("focusStretch = %v, %v; want %v", st, ok, stretch)
+	}
+	r.win = Interval{Start: at(10), End: at(30)} // the stretch begins before the window
+	if _, ok := r.focusStretch(); ok {
+		t.Error("a stretch outside the window is used")
+	}
+}

@@ -599,6 +599,11 @@ func fmtInterval(iv Interval) string {
 	return iv.Start.UTC().Format(time.RFC3339) + ".." + iv.End.UTC().Format(time.RFC3339)
 }
 
+// overlaps reports whether the half-open intervals a and b share time.
+func overlaps(a, b Interval) bool {
+	return a.Start.Before(b.End) && b.Start.Before(a.End)
+}
+
 // framing is the window and baseline a question is judged on, as
 // resolveBaseline settled them.
 type framing struct {
@@ -635,6 +640,21 @@ func (r *run) resolveBaseline() (framing, error) {
 	start, end, ok, err := r.breachStart()
 	if err != nil {
 		return fr, err
+	}
+	if f := r.req.Focus; ok && f != nil && f.Stretch != nil && !overlaps(Interval{Start: start, End: end}, *f.Stretch) {
+		// The scope's quantile changed at another time than the entity
+		// turned worse: its narrowed window would judge the entity on
+		// another stretch of time (tuning seed 5052: a host's PCIe fault
+		// from 14:17, its engine worse than its peers 14:09–14:27, the
+		// model's series up 14:02–14:09 with a long-output swing; the
+		// focused analysis named that swing and the breach was dropped).
+		// A change point inside the stretch still frames it: tried with
+		// "holds half of the stretch", a pod's prefill interference
+		// (5107, fault before: the model's change 14:21–14:23 inside the
+		// pod's 14:06–14:27) was judged on 14:06–14:30 and lost.
+		r.note("the scope's change point (%s) is outside the stretch where %s %s turned worse (%s): the entity's stretch frames it",
+			fmtInterval(Interval{Start: start, End: end}), f.Level, EntityString(f.Entity), fmtInterval(*f.Stretch))
+		ok = false
 	}
 	if f := r.req.Focus; !ok && f != nil && f.Stretch != nil && f.Stretch.Start.After(r.win.Start) && f.Stretch.Start.Before(r.win.End) {
 		// The entity's own change: the time scan found where it turned

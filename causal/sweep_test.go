@@ -90,6 +90,40 @@ func TestSweepMemoryBandwidthOnOneGPU(t *testing.T) {
 	}
 }
 
+// A prefix-cache loss on one pod among 48 for ten minutes of an hour: the
+// pod's own tail breaks, while the cause explains 0.016 of the model's
+// tail, below MinAF. Judged by the pod's share of the tail (minAF), it is
+// named; judged by the model's, the breach was dropped for want of a
+// culprit. The same fleet without the fault breaches nowhere.
+func TestSweepPrefixLossOnOnePodAmong48(t *testing.T) {
+	fleet := synthScenario{Seed: 31, Duration: time.Hour, Hosts: 24, GPUs: 2, RatePerS: 60, PrefixHits: true, FaultFrom: 20 * time.Minute, FaultTo: 30 * time.Minute}
+	s := fleet
+	s.Faults = []synthFault{{Kind: "prefix", Host: 7, GPU: 1}}
+	res := sweepScenario(t, s, SweepRequest{Window: window(0, time.Hour)})
+	if len(res.Breaches) != 1 {
+		t.Fatalf("%d breaches, want 1 (the pod); notes %q", len(res.Breaches), res.Notes)
+	}
+	in := res.Breaches[0].Incident
+	want := engineEntity(7, 1)
+	if in.Breach == nil || in.Breach.Level != LevelEngine || in.Breach.Entity.Pod != want.Pod {
+		t.Fatalf("breach %+v, want the engine %s", in.Breach, want.Pod)
+	}
+	top := in.Culprits[0]
+	if top.Cause != schemas.CausePrefixMiss || top.Entity.Pod != want.Pod || top.Entity.GPU != gpuName(7, 1) {
+		t.Fatalf("top culprit %s %+v, want prefix_cache.miss on %s", top.Cause, top.Entity, want.Pod)
+	}
+	if top.AttributableFraction >= DefaultConfig().MinAF {
+		t.Errorf("fraction %v: the case no longer tests the entity's bar", top.AttributableFraction)
+	}
+	for _, seed := range []uint64{31, 32} {
+		s := fleet
+		s.Seed = seed
+		if res := sweepScenario(t, s, SweepRequest{Window: window(0, time.Hour)}); len(res.Breaches) != 0 {
+			t.Errorf("seed %d without a fault: %d breaches, want none", seed, len(res.Breaches))
+		}
+	}
+}
+
 // No fault anywhere: status ok at every level (scope and entities).
 func TestSweepNoFault(t *testing.T) {
 	for _, seed := range []uint64{4, 12} {
