@@ -403,7 +403,8 @@ func TestUnexplainedCount(t *testing.T) {
 // quantile up by less than SwingMaxRise and the queue under
 // SwingQueueShare of the tail, is a load swing; a queue that holds more
 // of the tail, a bigger rise, an entity's demand, a focused or
-// SLO-threshold breach, or no baseline is not.
+// SLO-threshold breach, or no baseline is not. The demand of a one-engine
+// model's engine is the scope's.
 func TestLoadSwing(t *testing.T) {
 	model := Entity{Model: "m", Service: "m"}
 	pod := Entity{Model: "m", Service: "m", Host: "h", Pod: "p", Engine: "0"}
@@ -424,6 +425,13 @@ func TestLoadSwing(t *testing.T) {
 		{"queue holds the tail", 1.29, []Culprit{c(queue, model, 0.21), c(prefill, model, 0.83)}, nil, false, 0.21},
 		{"rise of half again", 1.5, []Culprit{c(queue, model, 0.07)}, nil, false, 0},
 		{"an engine's queue", 1.2, []Culprit{c(queue, pod, 0.07)}, nil, false, 0},
+		// A one-engine model: its engine's demand is the scope's (seed 5509).
+		{"the only engine's queue", 1.2, []Culprit{c(queue, pod, 0.07), c(prefill, pod, 0.5)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: pod, Culprit: true, WholeScope: true}}, {cand: Candidate{Cause: prefill, Entity: pod, Culprit: true, WholeScope: true}}}
+		}, true, 0.07},
+		{"the only engine's queue holds the tail", 1.29, []Culprit{c(prefill, pod, 0.5), c(queue, pod, 0.21)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: pod, Culprit: true, WholeScope: true}}, {cand: Candidate{Cause: prefill, Entity: pod, Culprit: true, WholeScope: true}}}
+		}, false, 0.21},
 		{"a mechanism first", 1.2, []Culprit{c(schemas.CausePrefixMiss, model, 0.5), c(queue, model, 0.07)}, nil, false, 0},
 		{"focused on an entity", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.Focus = &Where{} }, false, 0},
 		{"SLO threshold", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.SLO.ThresholdMS = 100 }, false, 0},

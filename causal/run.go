@@ -548,21 +548,39 @@ func demandFirst(cs []Culprit) bool {
 // cs, ranked) is the scope's own demand, its quantile up by less than
 // SwingMaxRise, and the queue culprit's attributable fraction, returned,
 // under SwingQueueShare. An entity's breach, an SLO threshold's, or a
-// breach without a baseline is never one.
+// breach without a baseline is never one. A culprit on the scope's only
+// engine (Candidate.WholeScope: named on it, not localized within the
+// scope) acts on the whole scope: a one-engine model's arrivals swinging
+// by half again were paged as its engine's prefill load and queue
+// (fresh fault-free tuning seed 5509, both questions).
 func (r *run) loadSwing(cs []Culprit) (float64, bool) {
 	if r.cfg.SwingQueueShare <= 0 || r.req.Focus != nil || r.req.SLO.ThresholdMS > 0 || r.base == nil || r.baseQ.Estimate <= 0 {
 		return 0, false
 	}
-	if !demandFirst(cs) || !scopeWide(cs[0].Entity) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
+	if !demandFirst(cs) || !r.onWholeScope(cs[0]) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
 		return 0, false
 	}
 	var q float64
 	for _, c := range cs {
-		if c.Cause == schemas.CauseQueueSaturation && scopeWide(c.Entity) {
+		if c.Cause == schemas.CauseQueueSaturation && r.onWholeScope(c) {
 			q = c.AttributableFraction
 		}
 	}
 	return q, q < r.cfg.SwingQueueShare
+}
+
+// onWholeScope reports whether culprit c acts on the whole scope: it names
+// no entity within it, or the scope's only engine (Candidate.WholeScope).
+func (r *run) onWholeScope(c Culprit) bool {
+	if scopeWide(c.Entity) {
+		return true
+	}
+	for _, k := range r.all() {
+		if k.cand.Culprit && k.cand.Cause == c.Cause && k.cand.Entity == c.Entity {
+			return k.cand.WholeScope
+		}
+	}
+	return false
 }
 
 // material reports whether a quantile estimate is up by the breach rule's
