@@ -401,9 +401,9 @@ func TestUnexplainedCount(t *testing.T) {
 
 // TestLoadSwing: a breach of the whole scope led by its own demand, its
 // quantile up by less than SwingMaxRise and the queue under
-// SwingQueueShare of the tail, is a load swing; a queue that holds more
-// of the tail, a bigger rise, an entity's demand, a focused or
-// SLO-threshold breach, or no baseline is not. The demand of a one-engine
+// SwingQueueShare of the tail (its interval reaching below it), is a load
+// swing; a queue that holds more of the tail, a bigger rise, an entity's
+// demand, a focused or SLO-threshold breach, or no baseline is not. The demand of a one-engine
 // model's engine is the scope's.
 func TestLoadSwing(t *testing.T) {
 	model := Entity{Model: "m", Service: "m"}
@@ -430,7 +430,16 @@ func TestLoadSwing(t *testing.T) {
 			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: pod, Culprit: true, WholeScope: true}}, {cand: Candidate{Cause: prefill, Entity: pod, Culprit: true, WholeScope: true}}}
 		}, true, 0.07},
 		{"the only engine's queue holds the tail", 1.29, []Culprit{c(prefill, pod, 0.5), c(queue, pod, 0.21)}, func(r *run) {
-			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: pod, Culprit: true, WholeScope: true}}, {cand: Candidate{Cause: prefill, Entity: pod, Culprit: true, WholeScope: true}}}
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: pod, Culprit: true, WholeScope: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.21, CI: [2]float64{0.16, 0.26}}}}}, {cand: Candidate{Cause: prefill, Entity: pod, Culprit: true, WholeScope: true}}}
+		}, false, 0.21},
+		// The queue's share is judged by its interval: a 2-minute burst's
+		// 0.16 [0.02, 0.30] is not clearly past SwingQueueShare (tuning
+		// seed 5555); 0.21 [0.16, 0.26] is.
+		{"queue share not significantly past", 1.43, []Culprit{c(queue, model, 0.16), c(prefill, model, 0.82)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.16, CI: [2]float64{0.02, 0.30}}}}}}
+		}, true, 0.16},
+		{"queue share significantly past", 1.29, []Culprit{c(queue, model, 0.21), c(prefill, model, 0.82)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.21, CI: [2]float64{0.16, 0.26}}}}}}
 		}, false, 0.21},
 		{"a mechanism first", 1.2, []Culprit{c(schemas.CausePrefixMiss, model, 0.5), c(queue, model, 0.07)}, nil, false, 0},
 		{"focused on an entity", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.Focus = &Where{} }, false, 0},

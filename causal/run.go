@@ -560,13 +560,24 @@ func (r *run) loadSwing(cs []Culprit) (float64, bool) {
 	if !demandFirst(cs) || !r.onWholeScope(cs[0]) || r.winQ.Estimate >= r.baseQ.Estimate*r.cfg.SwingMaxRise {
 		return 0, false
 	}
-	var q float64
+	var q, lo float64
 	for _, c := range cs {
 		if c.Cause == schemas.CauseQueueSaturation && r.onWholeScope(c) {
-			q = c.AttributableFraction
+			q, lo = c.AttributableFraction, r.fractionLow(c)
 		}
 	}
-	return q, q < r.cfg.SwingQueueShare
+	return q, lo < r.cfg.SwingQueueShare
+}
+
+// fractionLow is the lower end of culprit c's attributable fraction's 95%
+// interval (its estimate when its candidate is not found).
+func (r *run) fractionLow(c Culprit) float64 {
+	for _, k := range r.all() {
+		if k.cand.Culprit && k.cand.Cause == c.Cause && k.cand.Entity == c.Entity {
+			return k.cand.Estimate.Attributed.CI[0]
+		}
+	}
+	return c.AttributableFraction
 }
 
 // onWholeScope reports whether culprit c acts on the whole scope: it names
@@ -1038,7 +1049,7 @@ func (r *run) result() *Analysis {
 			an.Notes, an.Breach.Breached = r.notes, false
 			in.Status, in.IncidentID, cs = StatusOK, "", nil
 		} else if q, ok := r.loadSwing(cs); ok {
-			r.note("the %v-quantile is up %.0f%% on its baseline with the %s of the whole scope first, but the queue explains %.0f%% of the tail (under %.0f%%): the load was served in bigger batches, not left waiting for capacity; a swing of load, not a breach",
+			r.note("the %v-quantile is up %.0f%% on its baseline with the %s of the whole scope first, but the queue explains %.0f%% of the tail (not significantly past %.0f%%): the load was served in bigger batches, not left waiting for capacity; a swing of load, not a breach",
 				r.q, 100*(r.winQ.Estimate/r.baseQ.Estimate-1), cs[0].Cause, 100*q, 100*r.cfg.SwingQueueShare)
 			an.Notes, an.Breach.Breached = r.notes, false
 			in.Status, in.IncidentID, cs = StatusOK, "", nil
