@@ -403,8 +403,8 @@ func TestUnexplainedCount(t *testing.T) {
 // quantile up by less than SwingMaxRise and the queue under
 // SwingQueueShare of the tail (its interval reaching below it), is a load
 // swing; a queue that holds more of the tail, a bigger rise, an entity's
-// demand, a focused or SLO-threshold breach, or no baseline is not. The demand of a one-engine
-// model's engine is the scope's.
+// demand, a focused or SLO-threshold breach, or no baseline is not. The
+// demand of a one-engine model's engine is the scope's.
 func TestLoadSwing(t *testing.T) {
 	model := Entity{Model: "m", Service: "m"}
 	pod := Entity{Model: "m", Service: "m", Host: "h", Pod: "p", Engine: "0"}

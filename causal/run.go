@@ -547,12 +547,15 @@ func demandFirst(cs []Culprit) bool {
 // served within capacity (Config.SwingQueueShare): its top culprit (of
 // cs, ranked) is the scope's own demand, its quantile up by less than
 // SwingMaxRise, and the queue culprit's attributable fraction, returned,
-// under SwingQueueShare. An entity's breach, an SLO threshold's, or a
-// breach without a baseline is never one. A culprit on the scope's only
-// engine (Candidate.WholeScope: named on it, not localized within the
-// scope) acts on the whole scope: a one-engine model's arrivals swinging
-// by half again were paged as its engine's prefill load and queue
-// (fresh fault-free tuning seed 5509, both questions).
+// not significantly past SwingQueueShare (its 95% interval reaching below
+// it: a fault-free model's 2-minute arrival burst paged its queue at 0.16
+// [0.02, 0.30], fresh tuning seed 5555). An entity's breach, an SLO
+// threshold's, or a breach without a baseline is never one. A culprit on
+// the scope's only engine (Candidate.WholeScope: named on it, not
+// localized within the scope) acts on the whole scope: a one-engine
+// model's arrivals swinging by half again were paged as its engine's
+// prefill load and queue (fresh fault-free tuning seed 5509, both
+// questions).
 func (r *run) loadSwing(cs []Culprit) (float64, bool) {
 	if r.cfg.SwingQueueShare <= 0 || r.req.Focus != nil || r.req.SLO.ThresholdMS > 0 || r.base == nil || r.baseQ.Estimate <= 0 {
 		return 0, false
@@ -572,10 +575,8 @@ func (r *run) loadSwing(cs []Culprit) (float64, bool) {
 // fractionLow is the lower end of culprit c's attributable fraction's 95%
 // interval (its estimate when its candidate is not found).
 func (r *run) fractionLow(c Culprit) float64 {
-	for _, k := range r.all() {
-		if k.cand.Culprit && k.cand.Cause == c.Cause && k.cand.Entity == c.Entity {
-			return k.cand.Estimate.Attributed.CI[0]
-		}
+	if k := r.culpritCandidate(c); k != nil {
+		return k.Estimate.Attributed.CI[0]
 	}
 	return c.AttributableFraction
 }
@@ -586,12 +587,18 @@ func (r *run) onWholeScope(c Culprit) bool {
 	if scopeWide(c.Entity) {
 		return true
 	}
+	k := r.culpritCandidate(c)
+	return k != nil && k.WholeScope
+}
+
+// culpritCandidate is the candidate that made culprit c (nil when none).
+func (r *run) culpritCandidate(c Culprit) *Candidate {
 	for _, k := range r.all() {
 		if k.cand.Culprit && k.cand.Cause == c.Cause && k.cand.Entity == c.Entity {
-			return k.cand.WholeScope
+			return &k.cand
 		}
 	}
-	return false
+	return nil
 }
 
 // material reports whether a quantile estimate is up by the breach rule's
