@@ -355,25 +355,8 @@ func (r *run) minAF(c *causeRun, share float64) float64 {
 // focusTailShare is the focused engine's or host's share of the window's
 // tail requests (0 without a focus on one, or without tail requests).
 func (r *run) focusTailShare() float64 {
-	f := r.req.Focus
-	if f == nil || r.nWinTail <= 0 {
-		return 0
-	}
-	var es *entityStats
-	switch f.Level {
-	case LevelEngine:
-		for _, k := range sortedKeys(r.engines) {
-			if e := r.engines[k]; r.focusOn(kindEngine, e) {
-				es = e
-				break
-			}
-		}
-	case LevelHost:
-		if e := r.hosts[f.Entity.Host]; e != nil && r.focusOn(kindHost, e) {
-			es = e
-		}
-	}
-	if es == nil {
+	es := r.focusedEntity()
+	if es == nil || r.nWinTail <= 0 {
 		return 0
 	}
 	return math.Min(1, es.nwTail/r.nWinTail)

@@ -346,28 +346,15 @@ func (r *run) focalFit(c *causeRun, d sqlgen.Design) (*fitResult, error) {
 // is about and the GPUs outside it (left out of a GPU factor), ok false
 // without a focus on one.
 func (r *run) focalRows() (where string, outside []string, ok bool) {
-	f := r.req.Focus
-	if f == nil {
+	es := r.focusedEntity()
+	if es == nil {
 		return "", nil, false
 	}
-	var on func(g *entityStats) bool
-	switch f.Level {
-	case LevelEngine:
-		for _, k := range sortedKeys(r.engines) {
-			if es := r.engines[k]; r.focusOn(kindEngine, es) {
-				where = r.onEngineSQL(es)
-				on = func(g *entityStats) bool { return g.engines[es.key] > 0 }
-				break
-			}
-		}
-	case LevelHost:
-		if es := r.hosts[f.Entity.Host]; es != nil && r.focusOn(kindHost, es) {
-			where = "host = " + dag.QuoteString(es.key)
-			on = func(g *entityStats) bool { return g.host == es.key }
-		}
-	}
-	if where == "" {
-		return "", nil, false
+	on := func(g *entityStats) bool { return g.host == es.key }
+	where = "host = " + dag.QuoteString(es.key)
+	if r.req.Focus.Level == LevelEngine {
+		on = func(g *entityStats) bool { return g.engines[es.key] > 0 }
+		where = r.onEngineSQL(es)
 	}
 	for _, k := range sortedKeys(r.gpus) {
 		if !on(r.gpus[k]) {
@@ -375,6 +362,28 @@ func (r *run) focalRows() (where string, outside []string, ok bool) {
 		}
 	}
 	return where, outside, true
+}
+
+// focusedEntity is the engine or host a focused analysis is about (nil
+// without a focus, or when the focus is on neither of the scope's).
+func (r *run) focusedEntity() *entityStats {
+	f := r.req.Focus
+	if f == nil {
+		return nil
+	}
+	switch f.Level {
+	case LevelEngine:
+		for _, k := range sortedKeys(r.engines) {
+			if es := r.engines[k]; r.focusOn(kindEngine, es) {
+				return es
+			}
+		}
+	case LevelHost:
+		if es := r.hosts[f.Entity.Host]; es != nil && r.focusOn(kindHost, es) {
+			return es
+		}
+	}
+	return nil
 }
 
 func (r *run) finishEstimate(c *causeRun, fr *fitResult, in cstats.CauseInput) error {

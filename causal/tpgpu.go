@@ -169,8 +169,9 @@ func samplePrune(ivs ...Interval) string {
 // one shows no throttling, heat or traffic whatever its host suffers), and
 // at least half of them, show a rise of the cause's sample score of at least half
 // the most affected GPU's rise, above the rise typical of other hosts'
-// GPUs, and that GPU's rise exceeds their drift (hostWideNoise). The culprit then names the host (and the scope's model); its
-// split per-GPU culprits are dropped.
+// GPUs, and that GPU's rise exceeds their drift (hostWideNoise). The
+// culprit then names the host (and the scope's model); its split per-GPU
+// culprits are dropped.
 func (r *run) hostWideGPU(c *causeRun) error {
 	sp := c.node.Samples
 	if sp == nil || c.exp.wTailExp == 0 {
