@@ -37,7 +37,7 @@ func cmdQuery(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.MaxRange, "max-range", cfg.MaxRange, "longest time range of request-level queries")
 	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", cfg.QueryTimeout, "bound on the ClickHouse queries of one API request")
 	webhooks := fs.String("webhooks", "", "webhook receivers config (JSON, see deploy/config/webhooks.example.json); empty sends no alerts")
-	watch := fs.Duration("watch-every", 5*time.Second, "with --webhooks: how often to scan the incidents table for events (0 disables the watcher)")
+	watch := fs.Duration("watch-every", time.Second, "with --webhooks: how often to scan the incidents table for events (0 disables the watcher)")
 	var of obsFlags // /metrics where the pods are annotated to be scraped, besides the API's bearer-protected one
 	of.register(fs, e)
 	if err := parseArgs(fs, args); err != nil {
