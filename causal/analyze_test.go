@@ -246,6 +246,25 @@ func TestAnalyzeDegraded(t *testing.T) {
 	}
 }
 
+// A slow engine whose GPU's PCIe link is idle (a few MB/s) and moves a
+// little with the slowdown: its traffic is far above its baseline's P95
+// in relative terms and far below any level at which a link contends
+// (the pcie node's floor, 1 GB/s). The engine is entity.degraded and the
+// link no candidate; without the floor gpu.pcie_contention was named on
+// the GPU first (tuning seed 5640: a noise-level PCIe rise outranked the
+// pod's prefill interference).
+func TestAnalyzeDegradedIdlePCIeLink(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 5, Duration: time.Hour, FaultFrom: 30 * time.Minute, PCIeLevel: 6e6,
+		Faults: []synthFault{{Kind: "degraded", Host: 3, GPU: 1}, {Kind: "pcie_harmless", Host: 3, GPU: 1, Factor: 1.6}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	checkTop(t, an, schemas.CauseEntityDegraded, engineEntity(3, 1), 0.5)
+	for _, c := range an.Candidates {
+		if c.Cause == schemas.CausePCIeContention && !strings.Contains(c.Skipped, "floor") {
+			t.Errorf("gpu.pcie_contention examined over an idle link: %+v", c)
+		}
+	}
+}
+
 // A whole slow host (both of its engines slowed alike): one
 // entity.degraded culprit on the host, not one per engine, and no engine
 // of it examined alone. (TestAnalyzeDegraded: one slow engine on a host

@@ -250,10 +250,19 @@ func (r *run) attribute() error {
 				c.cand.Skipped = "no window request has a finite " + c.node.Name
 				continue
 			}
+			qs, p, what := nq.win, 0.9, "window P90"
 			if r.base != nil && nq.nBase > 0 {
-				c.elevated, c.label = elevatedAt(c.node.Expr, nq.base, 0.95, "baseline P95")
-			} else {
-				c.elevated, c.label = elevatedAt(c.node.Expr, nq.win, 0.9, "window P90")
+				qs, p, what = nq.base, 0.95, "baseline P95"
+			}
+			c.elevated, c.label = elevatedAt(c.node.Expr, qs, p, what)
+			// A level below the node's floor is no exposure, however far
+			// above its normal level (dag.Node.Floor).
+			if f := c.node.Floor; f > 0 && c.elevated < f {
+				if top := nq.win[len(nq.win)-1]; !(top > f) {
+					c.cand.Skipped = fmt.Sprintf("no window request is affected: %s never exceeds its floor %s (at most %s), a level at which the cause cannot act", c.node.Expr, fmtNum(f), fmtNum(top))
+					continue
+				}
+				c.elevated, c.label = f, fmt.Sprintf("%s above %s (its floor; the %s is %s)", c.node.Expr, fmtNum(f), what, fmtNum(c.elevated))
 			}
 			c.exposed = "(" + c.node.Covariate() + " > " + dag.FormatFloat(c.elevated) + ")"
 			c.meanDelta, c.typDelta = nq.meanDelta()

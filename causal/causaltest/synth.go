@@ -36,7 +36,7 @@ import (
 // longShare to 0.35 and moves KV usage with it (the decoy: no KV fault).
 // A memory-bandwidth fault raises one GPU's DRAM active from 0.4 to 0.6
 // and decodes ×(1 + 8·(dram − 0.5)) above 0.5. Harmless moves: PCIe
-// traffic of one GPU ×10.
+// traffic of one GPU ×10 (or ×Factor).
 //
 // Load on an engine (busy, 1 normally) fills its batch and its queue:
 // running ~ N(12·busy, 3), waiting ~ Poisson(0.2 + 4·(busy − 1)). A surge
@@ -83,7 +83,10 @@ type Scenario struct {
 	// so that a "kv_lost" fault's rise shows: it takes most of the cache,
 	// usage ×8, and the smaller pool keeps fewer evictable prefixes at any
 	// usage (with PrefixHits the hit ratio falls to 0.3 below KV 0.9 too).
-	LowKV     bool
+	LowKV bool
+	// PCIeLevel is every GPU's mean PCIe traffic in bytes/s (0: 2 GB/s);
+	// an idle link's few MB/s with it.
+	PCIeLevel float64
 	FaultFrom time.Duration // offset from Start
 	FaultTo   time.Duration // 0: until the end
 	Faults    []Fault
@@ -273,7 +276,11 @@ func (g *synthGen) next(max int) *synthBlock {
 		clock := 0.98 + 0.01*rng.NormFloat64()
 		throttle := uint32(0)
 		temp := 62 + 4*rng.NormFloat64()
-		pcie := 2e9 * (1 + 0.2*rng.NormFloat64())
+		pcieLevel := 2e9
+		if s.PCIeLevel > 0 {
+			pcieLevel = s.PCIeLevel
+		}
+		pcie := pcieLevel * (1 + 0.2*rng.NormFloat64())
 		dram := 0.4 + 0.05*rng.NormFloat64()
 		kvFault, kvLost, prefixFault, degraded, membw := false, false, false, 1.0, 1.0
 		for _, f := range s.Faults {
@@ -318,7 +325,11 @@ func (g *synthGen) next(max int) *synthBlock {
 				}
 			case "pcie_harmless":
 				if on {
-					pcie *= 10
+					mul := 10.0
+					if f.Factor > 0 {
+						mul = f.Factor
+					}
+					pcie *= mul
 				}
 			case "membw":
 				// Co-located work takes the GPU's DRAM bandwidth: DRAM

@@ -58,7 +58,14 @@ type Node struct {
 	// carries the cause, where a request row (which ran on all of them)
 	// cannot.
 	Samples *SampleSpec `json:"samples,omitempty"`
-	Doc     string      `json:"doc,omitempty"`
+	// Floor, on a cause node measured by its level (no Exposed), is the
+	// level below which the cause cannot act whatever its baseline: a
+	// PCIe link moving a few MB/s does not contend, however far that is
+	// above its usual few MB/s. A request is exposed only above both its
+	// normal level and Floor; a window none of whose requests reaches
+	// Floor has no exposure (the candidate is skipped). 0: no floor.
+	Floor float64 `json:"floor,omitempty"`
+	Doc   string  `json:"doc,omitempty"`
 }
 
 // SampleSpec measures a GPU cause node on the gpu_samples table: the
@@ -251,6 +258,9 @@ func New(version string, nodes []Node, edges [][2]string) (*DAG, error) {
 		}
 		if n.Categorical && n.Exposed != "" {
 			bad("node %q: a categorical node is treated per entity, not through exposed", n.Name)
+		}
+		if n.Floor != 0 && (n.Cause == "" || n.Exposed != "" || n.Categorical || n.Floor < 0 || math.IsNaN(n.Floor) || math.IsInf(n.Floor, 0)) {
+			bad("node %q: a floor (%v) is a finite level >= 0 of a cause node measured by its level (no exposed, not categorical)", n.Name, n.Floor)
 		}
 		if n.Samples != nil && (n.Cause == "" || n.Role != RoleGPUState) {
 			bad("node %q: samples are only read for GPU cause nodes", n.Name)

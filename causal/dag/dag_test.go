@@ -148,6 +148,9 @@ func TestDAGInvalid(t *testing.T) {
 		{"samples fallback without value", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"c"}, Expr: "1"}}}}, nil, "an expr of value"},
 		{"samples fallback of a fallback", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePowerCap, Samples: &SampleSpec{Metrics: []string{"m"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"c"}, Expr: "value", Fallback: &SampleSpec{Metrics: []string{"d"}, Expr: "value"}}}}}, nil, "no fallback of its own"},
 		{"exposed without cause", []Node{{Name: "a", Role: RoleLoad, Expr: "a", Columns: []string{"a"}, Exposed: "a > 1"}}, nil, "exposed"},
+		{"floor without cause", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Floor: 1}}, nil, "floor"},
+		{"floor of an exposure", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePCIeContention, Exposed: "a > 1", Floor: 1}}, nil, "floor"},
+		{"negative floor", []Node{{Name: "a", Role: RoleGPUState, Expr: "a", Columns: []string{"a"}, Cause: schemas.CausePCIeContention, Floor: -1}}, nil, "floor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
