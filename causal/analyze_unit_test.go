@@ -588,3 +588,45 @@ func TestFocusFraming(t *testing.T) {
 		t.Error("a stretch outside the window is used")
 	}
 }
+
+// The engine an entity breach is about takes a cause whose exposure is
+// its own (concentrated) even when a peer carries SplitShare of the
+// affected tail by its natural exposure: with one peer, a few of the
+// peer's tail requests above the baseline's P95 are a fifth of a weak
+// fault's (tuning seed 5591: a pod's prefill interference, exposed on 11%
+// of its window requests against its peer's 2.2%, 12 affected tail
+// requests against the peer's 5, stayed on the model and the pod was
+// named entity.degraded). Without the focus, or without the concentration,
+// the cause stays the scope's.
+func TestLocalizeFocusedEngineBesidePeer(t *testing.T) {
+	mk := func(focus bool, peerExp float64) *causeRun {
+		a := &entityStats{key: "node-4/p-0/0", host: "node-4", pod: "p-0", engine: "0", model: "m", nw: 2847, nb: 1129,
+			exp: []expCounts{{wTailExp: 12, wExp: 316, bExp: 50}}}
+		b := &entityStats{key: "node-2/p-1/0", host: "node-2", pod: "p-1", engine: "0", model: "m", nw: 2601, nb: 1114,
+			exp: []expCounts{{wTailExp: 5, wExp: peerExp, bExp: 53}}}
+		r := &run{cfg: DefaultConfig(), base: &Interval{}, nWin: 5448, nWinTail: 76, outcome: dag.Node{Name: "e2e_ms"},
+			engines:    map[string]*entityStats{a.key: a, b.key: b},
+			placements: []placementRow{{host: "node-4", pod: "p-0", engine: "0", nb: 1129}, {host: "node-2", pod: "p-1", engine: "0", nb: 1114}}}
+		if focus {
+			r.req.Focus = &Where{Level: LevelEngine, Entity: Entity{Host: "node-4", Engine: "0", Pod: "p-0", Model: "m"}}
+		}
+		c := &causeRun{kind: kindEngine, continuous: true, label: "prefill_load above 9.16 (baseline P95)",
+			cand: Candidate{Cause: schemas.CausePrefillInterference}, exp: expCounts{wTailExp: 17, wExp: 316 + peerExp, bExp: 103}}
+		r.localize(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		focus   bool
+		peerExp float64
+		want    string
+	}{
+		{"the focused pod", true, 57, "node-4/p-0/0"},
+		{"no focus", false, 57, ""},
+		{"the peer exposed alike", true, 290, ""},
+	} {
+		if got := mk(tc.focus, tc.peerExp).entityKey; got != tc.want {
+			t.Errorf("%s: entity %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -826,13 +826,16 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	// its exposure is its own (concentrated): the more peers, the more of
 	// their natural exposure dilutes its share (a tuning run's pod among
 	// 27, exposed at 3 times their rate, carried 49% of a prefix-cache
-	// loss's affected tail, and the culprit went to the whole model).
-	need := r.cfg.LocalizeShare
-	if best != nil && r.focusOn(c.kind, best) {
+	// loss's affected tail, and the culprit went to the whole model). A
+	// peer that also carries SplitShare does not spread it: with one peer,
+	// the peer's natural exposure is a fifth of a weak fault's affected
+	// tail (tuning seed 5591).
+	need, focus := r.cfg.LocalizeShare, best != nil && r.focusOn(c.kind, best)
+	if focus {
 		need = r.cfg.SplitShare
 	}
 	switch {
-	case len(spread) <= 1 && best != nil && share >= need && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
+	case (len(spread) <= 1 || focus) && best != nil && share >= need && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
 		c.entityKey = best.key
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
 	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && concentrated(spread...):
