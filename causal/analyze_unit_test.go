@@ -630,3 +630,47 @@ func TestLocalizeFocusedEngineBesidePeer(t *testing.T) {
 		}
 	}
 }
+
+// minuteRiseLow: the lower end of an arrival rise's interval, from the
+// whole minutes of the window and the baseline.
+func TestMinuteRiseLow(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 14, 0, 0, 0, time.UTC)
+	at := func(m float64) time.Time { return t0.Add(time.Duration(m * float64(time.Minute))) }
+	counts := func(from int, ns ...float64) map[int64]float64 {
+		out := map[int64]float64{}
+		for i, n := range ns {
+			out[at(float64(from+i)).Unix()/60] = n
+		}
+		return out
+	}
+	merge := func(a, b map[int64]float64) map[int64]float64 {
+		for k, v := range b {
+			a[k] = v
+		}
+		return a
+	}
+	// Tuning seed 5652: three quiet baseline minutes, an ordinary window.
+	quiet := merge(counts(0, 148, 148, 212), counts(3, 171, 212, 151, 259, 170, 192, 264, 198, 215, 212, 139, 273, 148, 275, 277, 180, 197))
+	// A surge: ×1.5 of a steady load for ten minutes.
+	surge := merge(counts(0, 200, 210, 190, 205, 195, 200, 215, 185, 200, 205, 195, 210, 190, 200, 200), counts(15, 300, 310, 290, 305, 295, 300, 290, 310, 300, 300))
+	for _, tc := range []struct {
+		name         string
+		counts       map[int64]float64
+		win, base    Interval
+		rise         float64
+		ok           bool
+		loMin, loMax float64
+	}{
+		{"an ordinary window after a quiet baseline", quiet, Interval{at(3), at(20.25)}, Interval{at(0), at(3)}, 1.21, true, 0.8, 1},
+		{"a surge", surge, Interval{at(15), at(25)}, Interval{at(0), at(15)}, 1.5, true, 1.3, 1.5},
+		{"partial minutes are left out", surge, Interval{at(14.5), at(25)}, Interval{at(0.5), at(14.5)}, 1.5, true, 1.3, 1.5},
+		{"a baseline hour with data in its last 15 minutes", surge, Interval{at(15), at(25)}, Interval{at(-45), at(15)}, 1.5, true, 1.3, 1.5},
+		{"too few baseline minutes", surge, Interval{at(15), at(25)}, Interval{at(0), at(2)}, 1.5, false, 0, 0},
+		{"no whole baseline minute", surge, Interval{at(15), at(25)}, Interval{at(0.2), at(0.9)}, 1.5, false, 0, 0},
+	} {
+		lo, ok := minuteRiseLow(tc.counts, tc.win, tc.base, tc.rise)
+		if ok != tc.ok || ok && !(lo >= tc.loMin && lo <= tc.loMax) {
+			t.Errorf("%s: lower end %.3f ok %v, want ok %v in [%v, %v]", tc.name, lo, ok, tc.ok, tc.loMin, tc.loMax)
+		}
+	}
+}
