@@ -46,6 +46,9 @@ type causeRun struct {
 	// longer: a queue's prompt ratio (longerWork), once read; NaN
 	// where it cannot be told.
 	longer *float64
+	// riseLo: the lower end of a queue's arrival rise's interval
+	// (riseLow), once read; NaN where it cannot be told.
+	riseLo *float64
 
 	// Aggregates.
 	exp        expCounts // totals over placements
@@ -457,11 +460,17 @@ func (r *run) judgeDemand(c *causeRun) error {
 		return nil
 	}
 	if !strings.HasSuffix(where, " while its queue was long") {
-		lo, ok, err := r.riseLow(queueEngine(r, c), rise)
-		if err != nil {
-			return err
+		if c.riseLo == nil {
+			lo, ok, err := r.riseLow(queueEngine(r, c), rise)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				lo = math.NaN()
+			}
+			c.riseLo = &lo
 		}
-		if ok && lo <= 1 {
+		if lo := *c.riseLo; lo <= 1 {
 			c.cand.Symptom = true
 			c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s), but ×%.2f at the lower end of its 95%% interval (the arrivals' minute-to-minute spread): no more work than the load's own swings; the queue grew because requests were served slower, and it ranks below the other culprits there",
 				where, rise, wRate, bRate, lo))

@@ -408,13 +408,17 @@ func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 		peers     bool
 		whileLong float64 // requests/s while the queue was long (NaN: not told)
 		longer    float64 // the window's prompts over the baseline's (NaN: not told)
+		riseLo    float64 // the lower end of the rise's interval (NaN: not told)
 		symptom   bool
 	}{
-		{"the scope's only engine", false, math.NaN(), 1.05, false},
-		{"the scope's only engine, given prompts ×1.6 as long", false, math.NaN(), 1.6, true},
-		{"one engine of two", true, math.NaN(), math.NaN(), true},
-		{"one engine of two, twice the rate while its queue was long", true, 3.4, 1, false},
-		{"one engine of two, as many while its queue was long", true, 2.3, 1, true},
+		{"the scope's only engine", false, math.NaN(), 1.05, math.NaN(), false},
+		{"the scope's only engine, given prompts ×1.6 as long", false, math.NaN(), 1.6, math.NaN(), true},
+		{"the scope's only engine, a rise within the load's swings", false, math.NaN(), 1.05, 0.93, true},
+		{"the scope's only engine, a rise past them", false, math.NaN(), 1.05, 1.12, false},
+		{"one engine of two", true, math.NaN(), math.NaN(), math.NaN(), true},
+		{"one engine of two, twice the rate while its queue was long", true, 3.4, 1, math.NaN(), false},
+		{"one engine of two, twice the rate while long, its interval not re-judged", true, 3.4, 1, 0.5, false},
+		{"one engine of two, as many while its queue was long", true, 2.3, 1, math.NaN(), true},
 	} {
 		r := &run{cfg: DefaultConfig(), base: &base, spans: []float64{600, 600},
 			engines:    map[string]*entityStats{"h/a/0": {key: "h/a/0", nw: 1400, nb: 1000}},
@@ -423,7 +427,7 @@ func TestJudgeDemandWholeScopeEngine(t *testing.T) {
 			r.engines["h/b/0"] = &entityStats{key: "h/b/0", nw: 1000, nb: 1000}
 			r.placements = append(r.placements, placementRow{host: "h", pod: "b", engine: "0", nw: 1000, nb: 1000})
 		}
-		c := &causeRun{entityKey: "h/a/0", whileLong: &tc.whileLong, longer: &tc.longer}
+		c := &causeRun{entityKey: "h/a/0", whileLong: &tc.whileLong, longer: &tc.longer, riseLo: &tc.riseLo}
 		if err := r.judgeDemand(c); err != nil {
 			t.Fatal(err)
 		}
