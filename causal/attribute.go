@@ -435,6 +435,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 	}
 	wRate, bRate := nw/ws, nb/bs
 	rise := wRate / bRate
+	whileLong := false // the rise is the one while the queue was long (not re-judged by riseLow)
 	if rise < need {
 		// A surge that began inside the window is diluted by the time
 		// before it: judge the arrivals while the queue was long too.
@@ -449,7 +450,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 			c.whileLong = &eRate
 		}
 		if eRate := *c.whileLong; eRate/bRate > rise {
-			wRate, rise = eRate, eRate/bRate
+			wRate, rise, whileLong = eRate, eRate/bRate, true
 			where += " while its queue was long"
 		}
 	}
@@ -459,7 +460,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 			where, rise, wRate, bRate, need))
 		return nil
 	}
-	if !strings.HasSuffix(where, " while its queue was long") {
+	if !whileLong {
 		if c.riseLo == nil {
 			lo, ok, err := r.riseLow(queueEngine(r, c), rise)
 			if err != nil {
