@@ -132,7 +132,11 @@ type Config struct {
 	// made of (surges on tuning fleets: 0.21 to 0.63 of the tail at
 	// ×1.29 to ×7.6); a fault-free fleet's traffic rising by a fifth to
 	// a third lifted its model's P99 by ×1.26 with the queue at 0.07 of
-	// it (tuning seed 3922). 0 disables the rule.
+	// it (tuning seed 3922). A queue judged a symptom (no more arrivals
+	// than the load's swings) does not count; past SwingMaxRise the
+	// breach is a swing when the queue's estimate is under the share and
+	// the scope's arrivals rose (a burst; run.loadSwing). 0 disables the
+	// rule.
 	SwingQueueShare float64
 	SwingMaxRise    float64
 	// EntityAlpha is the false-alarm rate of a sweep's entity breaches

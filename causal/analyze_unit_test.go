@@ -206,6 +206,15 @@ func TestScopeScan(t *testing.T) {
 	if lo, hi, _, ok := scopeScan(pcap, tails, 1, alpha, nil); !ok || lo != 1 || hi != 9 {
 		t.Errorf("power cap: stretches %d–%d (%v), want 1–9", lo, hi, ok)
 	}
+	// A fault-free fleet's bursty traffic (tuning seed 6173, no earlier
+	// data): stretches 2–3 against the quiet first two, p 10⁻⁵ under the
+	// MinCV floor; the other stretches swing as much (11 over the P99 in
+	// stretch 7): not a breach.
+	bursty := counts([]float64{530, 615, 607, 713, 568, 623, 511, 519, 511, 552},
+		[]float64{4, 0, 10, 19, 6, 3, 1, 11, 1, 2}, []float64{24, 16, 49, 58, 29, 29, 13, 25, 12, 32})
+	if lo, hi, p, ok := scopeScan(bursty, tails, 2, alpha, nil); ok {
+		t.Errorf("bursty traffic: stretches %d–%d at p %.3g, want no breach", lo, hi, p)
+	}
 	// A handful of requests above the P99 at the window's end, the P95
 	// unmoved (a fault-free tuning run, seed 902): not a breach.
 	outliers := counts([]float64{531, 540, 597, 565, 711, 601, 568, 622, 636, 616},
@@ -242,6 +251,33 @@ func TestScopeScan(t *testing.T) {
 // interval did not clear the baseline's. Against the baseline's rate the
 // stretch is found, the first stretches of the window too (they have no
 // past of their own); tails as even as the baseline's are not.
+// outsideSpread: the stretches outside the run, their spread beyond
+// binomial noise; none from fewer than four, or from counts as even as
+// binomial draws.
+func TestOutsideSpread(t *testing.T) {
+	bs := func(n float64, k ...float64) []bucketCounts {
+		out := make([]bucketCounts, len(k))
+		for i, v := range k {
+			out[i] = bucketCounts{n: n, k: v}
+		}
+		return out
+	}
+	// Seed 6173's P99 counts (about 570 requests a stretch), stretches 2–3
+	// left out: 4, 0, 6, 3, 1, 11, 1, 2 — a CV near 0.9.
+	if got := outsideSpread(bs(570, 4, 0, 10, 19, 6, 3, 1, 11, 1, 2), 2, 3); got < 0.8 || got > 1 {
+		t.Errorf("bursty stretches: spread %.3f, want about 0.9", got)
+	}
+	if got := outsideSpread(bs(570, 6, 5, 10, 19, 6, 5, 6, 5, 6, 5), 2, 3); got != 0 {
+		t.Errorf("even stretches: spread %.3f, want 0", got)
+	}
+	if got := outsideSpread(bs(570, 4, 0, 10, 19, 6, 3, 1, 11, 1, 2), 0, 6); got != 0 {
+		t.Errorf("three stretches outside: spread %.3f, want 0", got)
+	}
+	if got := outsideSpread(bs(570, 0, 0, 10, 19, 0, 0, 0, 0, 0, 0), 2, 3); got != 0 {
+		t.Errorf("no tail outside: spread %.3f, want 0", got)
+	}
+}
+
 func TestScopeScanAgainstBaseline(t *testing.T) {
 	alpha := scopeScanAlpha(DefaultConfig().EntityAlpha, 3)
 	tails := [2]float64{0.01, 0.05}
@@ -412,6 +448,14 @@ func TestLoadSwing(t *testing.T) {
 		return Culprit{Cause: cause, Entity: e, AttributableFraction: af}
 	}
 	queue, prefill := schemas.CauseQueueSaturation, schemas.CausePrefillInterference
+	// arrivals sets the scope's arrivals in the window to x times the
+	// baseline's rate (over equal spans).
+	arrivals := func(x float64) func(r *run) {
+		return func(r *run) {
+			r.placements = []placementRow{{nw: 1000 * x, nb: 1000}}
+			r.spans = []float64{180, 180}
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		rise    float64
@@ -441,6 +485,28 @@ func TestLoadSwing(t *testing.T) {
 		{"queue share significantly past", 1.29, []Culprit{c(queue, model, 0.21), c(prefill, model, 0.82)}, func(r *run) {
 			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.21, CI: [2]float64{0.16, 0.26}}}}}}
 		}, false, 0.21},
+		// A queue that no more arrivals built (a symptom) is no sign of
+		// capacity exceeded when the demand leads (fresh fault-free tuning
+		// seed 6079); the same queue as demand is.
+		{"a symptom queue behind the demand", 1.27, []Culprit{c(prefill, model, 0.48), c(queue, model, 0.39)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Symptom: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.39, CI: [2]float64{0.28, 0.50}}}}}}
+		}, true, 0},
+		{"the same queue as demand", 1.27, []Culprit{c(prefill, model, 0.48), c(queue, model, 0.39)}, func(r *run) {
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.39, CI: [2]float64{0.28, 0.50}}}}}}
+		}, false, 0},
+		// Past half again, a burst of arrivals served without a queue is
+		// still a swing (fresh fault-free tuning seeds 5905, 5757); a rise
+		// with as many arrivals as before, or a queue estimated at its
+		// share, is not.
+		{"burst past half again", 2.97, []Culprit{c(prefill, model, 1)}, arrivals(1.42), true, 0},
+		{"burst past half again, arrivals ×1.19", 1.62, []Culprit{c(prefill, model, 1)}, arrivals(1.19), true, 0},
+		{"past half again, arrivals flat", 2.97, []Culprit{c(prefill, model, 1)}, arrivals(1.05), false, 0},
+		{"past half again, arrivals unknown", 2.97, []Culprit{c(prefill, model, 1)}, nil, false, 0},
+		{"past half again, queue estimated at its share", 1.59, []Culprit{c(queue, model, 0.22), c(prefill, model, 0.8)}, func(r *run) {
+			arrivals(1.46)(r)
+			r.causes = []*causeRun{{cand: Candidate{Cause: queue, Entity: model, Culprit: true, Estimate: stats.CauseEstimate{Attributed: stats.Fraction{Value: 0.22, CI: [2]float64{0.14, 0.30}}}}}}
+		}, false, 0},
+		{"past half again, a queue below its share", 1.7, []Culprit{c(prefill, model, 0.9), c(queue, model, 0.1)}, arrivals(1.3), true, 0.1},
 		{"a mechanism first", 1.2, []Culprit{c(schemas.CausePrefixMiss, model, 0.5), c(queue, model, 0.07)}, nil, false, 0},
 		{"focused on an entity", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.Focus = &Where{} }, false, 0},
 		{"SLO threshold", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.req.SLO.ThresholdMS = 100 }, false, 0},
@@ -448,7 +514,8 @@ func TestLoadSwing(t *testing.T) {
 		{"rule off", 1.2, []Culprit{c(queue, model, 0.07)}, func(r *run) { r.cfg.SwingQueueShare = 0 }, false, 0},
 		{"no culprit", 1.2, nil, nil, false, 0},
 	} {
-		r := &run{cfg: DefaultConfig(), base: &Interval{}, baseQ: stats.QuantileCI{Estimate: 1000}, winQ: stats.QuantileCI{Estimate: 1000 * tc.rise}}
+		// spans of 0: the arrival rise cannot be told unless a case sets it.
+		r := &run{cfg: DefaultConfig(), base: &Interval{}, baseQ: stats.QuantileCI{Estimate: 1000}, winQ: stats.QuantileCI{Estimate: 1000 * tc.rise}, spans: []float64{0, 0}}
 		if tc.mod != nil {
 			tc.mod(r)
 		}

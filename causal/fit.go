@@ -819,7 +819,7 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		if in/inN < 3*out/outN {
 			return false
 		}
-		return !r.othersExposed(out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb)
+		return !r.othersExposed(in/inN, out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb)
 	}
 	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when
@@ -875,27 +875,37 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 
 // othersExposed reports whether the exposure of the other entities of
 // the scope rose from the baseline too: to at least OthersExposedRise
-// times their baseline rate and by at least OthersExposedMin. A
-// mechanism that turned on across the scope is the scope's, even when
+// times their baseline rate and by at least OthersExposedMin, and to at
+// least OthersExposedOfEntity of the entity's own window rate (inRate).
+// A mechanism that turned on across the scope is the scope's, even when
 // the tail gathers on the entity where it bit hardest: a tuning run's
 // KV cache lost on a whole model (seed 2595) preempted on four of its six
 // pods, none before, and one pod, more loaded, carried 88% of the
-// affected tail. The other pods of a one-pod fault stay as exposed as
-// they were. False without a baseline (or too few baseline rows).
-func (r *run) othersExposed(winRate, baseExp, baseN float64) bool {
+// affected tail at 4 times their exposure. The other pods of a one-pod
+// fault stay as exposed as they were — or about: a peer's ordinary
+// exposure next to a short baseline may rise past three times it, and
+// then it is a small fraction of the entity's (fresh tuning seed 5723, no
+// earlier data: a pod's prefix cache lost, 99% of its window requests
+// exposed, its one peer's 3.6% against 0 of its 1,120 baseline requests in
+// the run's first three minutes; the culprit went to the model and the pod
+// was named entity.degraded). False without a baseline (or too few
+// baseline rows).
+func (r *run) othersExposed(inRate, winRate, baseExp, baseN float64) bool {
 	if r.base == nil || baseN < float64(r.cfg.MinEntityRows) {
 		return false
 	}
 	baseRate := baseExp / baseN
-	return winRate >= OthersExposedRise*baseRate && winRate-baseRate >= OthersExposedMin
+	return winRate >= OthersExposedRise*baseRate && winRate-baseRate >= OthersExposedMin && winRate >= OthersExposedOfEntity*inRate
 }
 
-// OthersExposedRise and OthersExposedMin: how much the other entities'
-// exposure must rise from the baseline for a mechanism to be the scope's
+// OthersExposedRise, OthersExposedMin and OthersExposedOfEntity: how much
+// the other entities' exposure must rise from the baseline, and how close
+// to the entity's it must come, for a mechanism to be the scope's
 // (othersExposed).
 const (
-	OthersExposedRise = 3.0
-	OthersExposedMin  = 0.01
+	OthersExposedRise     = 3.0
+	OthersExposedMin      = 0.01
+	OthersExposedOfEntity = 0.1
 )
 
 // splitCause turns a cause spread over several engines or GPUs into one

@@ -374,20 +374,24 @@ func TestConfirmEntity(t *testing.T) {
 func TestOthersExposed(t *testing.T) {
 	base := Interval{Start: time.Unix(0, 0), End: time.Unix(600, 0)}
 	for _, tc := range []struct {
-		name          string
-		base          *Interval
-		win, bExp, bN float64
-		want          bool
+		name              string
+		base              *Interval
+		in, win, bExp, bN float64
+		want              bool
 	}{
-		{"preemptions on the other pods, none before", &base, 0.04, 0, 20000, true},
-		{"the other pods as exposed as before", &base, 0.05, 1000, 20000, false},
-		{"three times, but by less than a point", &base, 0.006, 30, 20000, false},
-		{"a rise that stays under three times", &base, 0.12, 1000, 20000, false},
-		{"no baseline", nil, 0.04, 0, 0, false},
-		{"too few baseline rows", &base, 0.04, 0, 10, false},
+		{"preemptions on the other pods, none before", &base, 0.16, 0.04, 0, 20000, true},
+		{"the other pods as exposed as before", &base, 0.2, 0.05, 1000, 20000, false},
+		{"three times, but by less than a point", &base, 0.03, 0.006, 30, 20000, false},
+		{"a rise that stays under three times", &base, 0.5, 0.12, 1000, 20000, false},
+		// Fresh tuning seed 5723: a peer's ordinary exposure past a short
+		// baseline's, a small fraction of the entity's.
+		{"risen, a fraction of the entity's", &base, 0.99, 0.036, 0, 1120, false},
+		{"risen, over a tenth of the entity's", &base, 0.3, 0.036, 0, 1120, true},
+		{"no baseline", nil, 0.16, 0.04, 0, 0, false},
+		{"too few baseline rows", &base, 0.16, 0.04, 0, 10, false},
 	} {
 		r := &run{cfg: DefaultConfig(), base: tc.base}
-		if got := r.othersExposed(tc.win, tc.bExp, tc.bN); got != tc.want {
+		if got := r.othersExposed(tc.in, tc.win, tc.bExp, tc.bN); got != tc.want {
 			t.Errorf("%s: othersExposed = %v, want %v", tc.name, got, tc.want)
 		}
 	}

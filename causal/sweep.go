@@ -1073,14 +1073,18 @@ func ownPastPrior(past bucketCounts, drift float64) (mu, s float64) {
 }
 
 // ownPastSF is the one-sided p-value of a stretch's tail count against its
-// own past's rate (ownPastPrior, no drift), with scanOnce's floors: at
-// least 20 requests and 5 tail ones in the stretch, 100 before it, and 3
-// times the past rate. ok is false where a floor is not met.
-func ownPastSF(cur, past bucketCounts) (float64, bool) {
+// own past's rate (ownPastPrior, no drift; its CV at least cv when cv is
+// past the MinCV floor), with scanOnce's floors: at least 20 requests and
+// 5 tail ones in the stretch, 100 before it, and 3 times the past rate. ok
+// is false where a floor is not met.
+func ownPastSF(cur, past bucketCounts, cv float64) (float64, bool) {
 	if cur.n < 20 || cur.k < 5 || past.n < 100 {
 		return 1, false
 	}
 	mu, s := ownPastPrior(past, 1)
+	if cv > 0.25 {
+		s = math.Min(s, math.Max((1-mu)/(mu*cv*cv)-1, 1e-3))
+	}
 	if cur.k/cur.n < 3*mu {
 		return 1, false
 	}
