@@ -243,14 +243,6 @@ func TestScopeScan(t *testing.T) {
 	}
 }
 
-// breachInside's second look (baselineTailScan): the window's stretches
-// against a healthy baseline before it. A three-minute prefix-cache fault
-// on a model's single engine (a tuning run, seed 1301, ~6.9 requests/s)
-// put about 6% of its requests above the baseline's P99 and 15% above its
-// P95; the whole window's P99 stayed within the rule, and the stretch's
-// interval did not clear the baseline's. Against the baseline's rate the
-// stretch is found, the first stretches of the window too (they have no
-// past of their own); tails as even as the baseline's are not.
 // outsideSpread: the stretches outside the run, their spread beyond
 // binomial noise; none from fewer than four, or from counts as even as
 // binomial draws.
@@ -278,6 +270,14 @@ func TestOutsideSpread(t *testing.T) {
 	}
 }
 
+// breachInside's second look (baselineTailScan): the window's stretches
+// against a healthy baseline before it. A three-minute prefix-cache fault
+// on a model's single engine (a tuning run, seed 1301, ~6.9 requests/s)
+// put about 6% of its requests above the baseline's P99 and 15% above its
+// P95; the whole window's P99 stayed within the rule, and the stretch's
+// interval did not clear the baseline's. Against the baseline's rate the
+// stretch is found, the first stretches of the window too (they have no
+// past of their own); tails as even as the baseline's are not.
 func TestScopeScanAgainstBaseline(t *testing.T) {
 	alpha := scopeScanAlpha(DefaultConfig().EntityAlpha, 3)
 	tails := [2]float64{0.01, 0.05}

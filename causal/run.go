@@ -896,22 +896,6 @@ func scopeScanAlpha(alpha float64, scopes int) float64 {
 	return alpha / float64(2*scanBuckets*(scanBuckets+1)*max(scopes, 1))
 }
 
-// scopeScan is tailScan's search over its counts (one row per scan
-// threshold, tails[i] the share of the window above threshold i): among
-// the runs of at least minLen stretches, after the first, whose tail count
-// is significant (p ≤ alpha) against the scope's own rate before it
-// (ownPastSF), the one with the most excess tail requests, each counted
-// in units of its threshold's share (an excess over the P95 counts a fifth
-// of one over the P99). The most significant run is not the breach's
-// extent: the last three minutes of a power cap that lasted 26 (its worst,
-// over the P99, p 10⁻¹¹) outscored the whole of it (over the P95, p 10⁻⁸),
-// and the analysis of that end named another cause. A run counts only
-// when the other threshold's count rises in it too. ok is false when no
-// run is significant; p is then the smallest p-value.
-//
-// With base, every run (the first stretch's too) is tested against base,
-// the counts of a baseline before the window above the same thresholds,
-// instead.
 // outsideSpread is the coefficient of variation of the tail rate between
 // the stretches outside [l, h] beyond binomial noise: Pearson's dispersion
 // φ of their counts, a Beta-Binomial's intra-class correlation
@@ -945,6 +929,22 @@ func outsideSpread(bs []bucketCounts, l, h int) float64 {
 	return math.Sqrt((phi - 1) / (nbar - 1) * (1 - p) / p)
 }
 
+// scopeScan is tailScan's search over its counts (one row per scan
+// threshold, tails[i] the share of the window above threshold i): among
+// the runs of at least minLen stretches, after the first, whose tail count
+// is significant (p ≤ alpha) against the scope's own rate before it
+// (ownPastSF), the one with the most excess tail requests, each counted
+// in units of its threshold's share (an excess over the P95 counts a fifth
+// of one over the P99). The most significant run is not the breach's
+// extent: the last three minutes of a power cap that lasted 26 (its worst,
+// over the P99, p 10⁻¹¹) outscored the whole of it (over the P95, p 10⁻⁸),
+// and the analysis of that end named another cause. A run counts only
+// when the other threshold's count rises in it too. ok is false when no
+// run is significant; p is then the smallest p-value.
+//
+// With base, every run (the first stretch's too) is tested against base,
+// the counts of a baseline before the window above the same thresholds,
+// instead.
 func scopeScan(buckets [2][scanBuckets]bucketCounts, tails [2]float64, minLen int, alpha float64, base *[2]bucketCounts) (lo, hi int, p float64, ok bool) {
 	// sum is the counts of threshold ti over stretches [a, b).
 	sum := func(ti, a, b int) (c bucketCounts) {
