@@ -406,10 +406,7 @@ func (r *run) judgeDemand(c *causeRun) error {
 	if r.base == nil {
 		return r.peerDemand(c)
 	}
-	var allW, allB float64
-	for _, p := range r.placements {
-		allW, allB = allW+p.nw, allB+p.nb
-	}
+	allW, allB := r.scopeRequests()
 	nw, nb := allW, allB
 	where, need := "the scope", r.cfg.ScopeDemandRise
 	if es := r.engines[c.entityKey]; c.entityKey != "" && es != nil {
@@ -485,6 +482,15 @@ func (r *run) judgeDemand(c *causeRun) error {
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("arrivals on %s ×%.2f of the baseline rate (%.3g/s vs %.3g/s): more work arrived than before",
 		where, rise, wRate, bRate))
 	return nil
+}
+
+// scopeRequests are the scope's window and baseline requests, summed over
+// the placement groups: the counts judgeDemand's scope rates are made of.
+func (r *run) scopeRequests() (win, base float64) {
+	for _, p := range r.placements {
+		win, base = win+p.nw, base+p.nb
+	}
+	return win, base
 }
 
 // riseLow is the lower end of the 95% interval of an arrival rise (the

@@ -609,10 +609,7 @@ const swingArrivalRise = 1.1
 // baseline's (judgeDemand's rates: requests over the span of their
 // arrivals); not ok when it cannot be told.
 func (r *run) scopeArrivalRise() (float64, bool) {
-	var nw, nb float64
-	for _, p := range r.placements {
-		nw, nb = nw+p.nw, nb+p.nb
-	}
+	nw, nb := r.scopeRequests()
 	ws, bs, err := r.arrivalSpans()
 	if err != nil || nw == 0 || nb == 0 || ws <= 0 || bs <= 0 {
 		return 0, false

@@ -1061,7 +1061,14 @@ func driftedPastSF(ke, ne, pk, pn float64, own, peersPast bucketCounts) (p, mu f
 // minCVConc is the MinCV floor of the scans' Beta yardsticks: the
 // largest concentration a Beta of mean mu may have, so that its CV stays
 // at least 0.25 (tail rates drift more than binomial noise says).
-func minCVConc(mu float64) float64 { return math.Max((1-mu)/(mu*0.25*0.25)-1, 1e-3) }
+func minCVConc(mu float64) float64 { return cvConc(mu, minCV) }
+
+// minCV is the scans' MinCV floor.
+const minCV = 0.25
+
+// cvConc is the concentration of a Beta of mean mu and coefficient of
+// variation cv.
+func cvConc(mu, cv float64) float64 { return math.Max((1-mu)/(mu*cv*cv)-1, 1e-3) }
 
 // ownPastPrior is the yardstick of an own-past test: the Jeffreys
 // posterior of the past tail rate, scaled by drift, as a Beta of mean mu
@@ -1082,8 +1089,8 @@ func ownPastSF(cur, past bucketCounts, cv float64) (float64, bool) {
 		return 1, false
 	}
 	mu, s := ownPastPrior(past, 1)
-	if cv > 0.25 {
-		s = math.Min(s, math.Max((1-mu)/(mu*cv*cv)-1, 1e-3))
+	if cv > minCV {
+		s = math.Min(s, cvConc(mu, cv))
 	}
 	if cur.k/cur.n < 3*mu {
 		return 1, false
