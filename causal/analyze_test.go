@@ -175,6 +175,44 @@ func TestAnalyzeThermal(t *testing.T) {
 	}
 }
 
+// A cause spread over two GPUs of different hosts gets a culprit on each
+// (splitCause). Each split used to copy its parent's count of the splits
+// made so far, and only the first one, whose copy said none, could be a
+// culprit: the second throttled GPU went unnamed.
+func TestAnalyzeThermalOnTwoGPUs(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 3, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "thermal", Host: 1, GPU: 0}, {Kind: "thermal", Host: 3, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	var on []Entity
+	for _, c := range an.Incident.Culprits {
+		if c.Cause == schemas.CauseThermalThrottle {
+			on = append(on, c.Entity)
+		}
+	}
+	if len(on) != 2 || !slices.Contains(on, engineEntity(1, 0)) || !slices.Contains(on, engineEntity(3, 1)) {
+		t.Fatalf("thermal culprits on %+v, want one on each throttled GPU (%+v, %+v)", on, engineEntity(1, 0), engineEntity(3, 1))
+	}
+}
+
+// A KV fault on half of the scope's engines is the scope's: a setting of
+// the model that bites where the cache is smallest, not four engine
+// faults (fresh tuning seed 6394: a model's KV cache cut on all five
+// pods collapsed three of them, and the culprit was named on one).
+func TestAnalyzeKVOnHalfTheEngines(t *testing.T) {
+	an := analyzeScenario(t, synthScenario{Seed: 4, Duration: time.Hour, FaultFrom: 30 * time.Minute,
+		Faults: []synthFault{{Kind: "kv", Host: 0, GPU: 0}, {Kind: "kv", Host: 1, GPU: 1}, {Kind: "kv", Host: 2, GPU: 0}, {Kind: "kv", Host: 3, GPU: 1}}},
+		Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	in := an.Incident
+	if len(in.Culprits) == 0 || in.Culprits[0].Cause != schemas.CauseKVPreemption || in.Culprits[0].Entity != (Entity{Model: "llama-3-8b"}) {
+		t.Fatalf("culprits %+v, want %s on the model first", in.Culprits, schemas.CauseKVPreemption)
+	}
+	for _, c := range in.Culprits[1:] {
+		if c.Cause == schemas.CauseKVPreemption {
+			t.Errorf("a second KV culprit %+v", c.Entity)
+		}
+	}
+}
+
 // (d) No fault: no incident, with and without an SLO threshold (and none
 // from the scheduled mode: causal/incident's TestLifecycleNoFault).
 func TestAnalyzeNoFault(t *testing.T) {

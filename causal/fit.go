@@ -838,12 +838,15 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	case (len(spread) <= 1 || focus) && best != nil && share >= need && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
 		c.entityKey = best.key
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
+	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && c.kind == kindEngine && 2*len(spread) >= countEntities(set, r.cfg.MinEntityRows):
+		// An engine-state cause on half of the scope's engines or more
+		// is the scope's: a setting of the model that bites hardest
+		// where its engines have least room (fresh tuning seed 6394: a
+		// model's KV cache cut on all five pods collapsed three, and the
+		// culprit was named on one of them).
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d of the scope's %d engines (%s): the scope's", pct(spreadShare, 1), len(spread), countEntities(set, r.cfg.MinEntityRows), strings.Join(entityKeys(spread), ", ")))
 	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && concentrated(spread...):
-		keys := make([]string, len(spread))
-		for i, es := range spread {
-			keys[i] = es.key
-		}
-		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(keys, ", ")))
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(entityKeys(spread), ", ")))
 		defer func() { splits = r.splitCause(c, spread, set) }()
 	case set != nil && best != nil && share > 0:
 		ev = append(ev, fmt.Sprintf("affected tail requests spread over %d %ss (largest share %s, %s)", countPositive(set, c.pidx), c.kind, pct(share, 1), best.key))
@@ -915,7 +918,7 @@ const (
 func (r *run) splitCause(c *causeRun, ents []*entityStats, set map[string]*entityStats) (splits []*causeRun) {
 	for _, es := range ents {
 		s := *c
-		s.split, s.entityKey = true, es.key
+		s.split, s.entityKey, s.splitInto = true, es.key, 0
 		s.cand.Split = true
 		f := 0.0
 		if c.exp.wExp > 0 {
@@ -955,6 +958,26 @@ func (r *run) baseTotal() float64 {
 		n += p.nb
 	}
 	return n
+}
+
+// countEntities is the number of entities of set (the scope's engines or
+// GPUs) with at least min window and baseline rows.
+func countEntities(set map[string]*entityStats, min int) int {
+	n := 0
+	for k, es := range set {
+		if k != "" && es.nw+es.nb >= float64(min) {
+			n++
+		}
+	}
+	return n
+}
+
+func entityKeys(es []*entityStats) []string {
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.key
+	}
+	return keys
 }
 
 func countPositive(set map[string]*entityStats, pidx int) int {
