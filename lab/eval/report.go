@@ -159,7 +159,7 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 	fmt.Fprintf(w, "%d fault runs scored, %d fault-free, %d with a fault too weak to show in its own entity's P99 (not scored), %d failed\n",
 		all.n, free, weak, errs)
 	if ended > 0 {
-		fmt.Fprintf(w, "%d runs whose fault ended before the window (not scored)\n", ended)
+		fmt.Fprintf(w, "%d runs whose fault (or its XIDs' effects) ended before the window (not scored)\n", ended)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "cause\truns\ttop-1\ttop-3\tcause top-1\tcause top-3\tunadjusted top-1\tunadjusted top-3\trobust-z top-1\trobust-z top-3")

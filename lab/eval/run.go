@@ -159,8 +159,8 @@ type Run struct {
 	// screening, so the run is not scored.
 	Effect float64 `json:"effect_p99_ratio,omitempty"`
 	Weak   bool    `json:"weak,omitempty"`
-	// Ended: the fault ended before the question's window (FaultBefore),
-	// so the run is not scored.
+	// Ended: the fault, or its last XID's effects, ended before the
+	// question's window (FaultBefore), so the run is not scored.
 	Ended      bool  `json:"ended_before_window,omitempty"`
 	Screened   int   `json:"screened,omitempty"`
 	Decoy      bool  `json:"decoy"`
@@ -300,7 +300,7 @@ func (r Run) Line() string {
 	case r.Weak:
 		verdict = fmt.Sprintf("not scored: the fault lifts its own P99 only %.2f×", r.Effect)
 	case r.Ended:
-		verdict = "not scored: the fault ended before the window"
+		verdict = "not scored: the fault (or its XIDs' effects) ended before the window"
 	case r.FaultFree && len(r.Breaches) == 0:
 		verdict = "ok (no breach)"
 	case r.FaultFree:
@@ -353,13 +353,22 @@ func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minE
 
 // questionWindow is the window q asks about in a run of truth whose case
 // has the healthy prefix and window given; ended says that the run's
-// fault ended before it (FaultBefore), so the run is not scored. It reads
-// the truth only for the run's start and end and, for ended, the fault's.
+// fault ended before it (FaultBefore), so the run is not scored: its end,
+// or the end of its last event's effects (an XID's hang and restart) when
+// that is earlier. It reads the truth only for the run's start and end
+// and, for ended, the fault's.
 func questionWindow(q Question, truth *faultlab.Truth, prefix, window time.Duration) (w causal.Interval, ended bool) {
 	w = causal.Interval{Start: truth.Start.Add(prefix), End: truth.End}
 	if q == FaultBefore {
 		w.Start = truth.End.Add(-time.Duration(faultBeforeShare * float64(window)))
-		ended = len(truth.Faults) > 0 && !truth.Faults[0].End.After(w.Start)
+		if len(truth.Faults) > 0 {
+			f := truth.Faults[0]
+			end := f.End
+			if !f.EffectsEnd.IsZero() && f.EffectsEnd.Before(end) {
+				end = f.EffectsEnd
+			}
+			ended = !end.After(w.Start)
+		}
 	}
 	return w, ended
 }

@@ -257,13 +257,22 @@ func TestTouches(t *testing.T) {
 
 // TestQuestionWindow: the windows never depend on the fault; fault-before
 // asks about the healthy-before window's last 40%, which every onset (10–60%
-// into it) precedes, and a fault that ended before it is not scored.
+// into it) precedes, and a fault that ended before it (or whose events'
+// effects did) is not scored.
 func TestQuestionWindow(t *testing.T) {
 	start := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	truth := func(onset, end time.Duration) *faultlab.Truth {
 		tr := &faultlab.Truth{Start: start, End: start.Add(30 * time.Minute)}
 		if end > 0 {
 			tr.Faults = []faultlab.TruthFault{{Cause: "gpu.power_cap", Onset: start.Add(onset), End: start.Add(end)}}
+		}
+		return tr
+	}
+	xid := func(onset, end, effectsEnd time.Duration) *faultlab.Truth {
+		tr := truth(onset, end)
+		tr.Faults[0].Cause = "gpu.xid_error"
+		if effectsEnd > 0 {
+			tr.Faults[0].EffectsEnd = start.Add(effectsEnd)
 		}
 		return tr
 	}
@@ -281,6 +290,11 @@ func TestQuestionWindow(t *testing.T) {
 		{FaultBefore, 15 * time.Minute, truth(17*time.Minute, 25*time.Minute), at(24 * time.Minute), false, true},
 		{FaultBefore, 15 * time.Minute, truth(17*time.Minute, 24*time.Minute), at(24 * time.Minute), true, false},
 		{FaultBefore, 15 * time.Minute, truth(0, 0), at(24 * time.Minute), false, false}, // fault-free: not a scored fault run
+		// An XID fault whose last XID's hang and restart ended before the
+		// window: only the GPU's last XID code is left in it.
+		{FaultBefore, 15 * time.Minute, xid(17*time.Minute, 30*time.Minute, 21*time.Minute), at(24 * time.Minute), true, false},
+		{FaultBefore, 15 * time.Minute, xid(17*time.Minute, 30*time.Minute, 25*time.Minute), at(24 * time.Minute), false, true},
+		{FaultBefore, 15 * time.Minute, xid(17*time.Minute, 30*time.Minute, 0), at(24 * time.Minute), false, true},
 	}
 	for i, tc := range tests {
 		w, ended := questionWindow(tc.q, tc.tr, tc.prefix, 30*time.Minute-tc.prefix)

@@ -289,6 +289,33 @@ func tpotRatio(c *capture, pod string) float64 {
 	return c.med(pod, during, reqRec.tpot) / c.med(pod, before, reqRec.tpot)
 }
 
+// TestXIDEffectsEnd: an XID fault whose one XID (at onset) hangs and
+// restarts its engine lasts on in the GPU's XID code; the truth says when
+// the event's effects ended, and no request fails after that.
+func TestXIDEffectsEnd(t *testing.T) {
+	cfg := scenarioConfig(t, "xid_error", propRun, 1)
+	f := &cfg.Scenario.Faults[0]
+	f.Magnitude, f.Duration = 0.2, "3m" // the next XID would come 2.5–7.5 min after the first
+	c, tr := runCapture(t, cfg)
+	tf := tr.Faults[0]
+	if want := tf.Onset.Add(xidHang + xidRestart); !tf.EffectsEnd.Equal(want) {
+		t.Fatalf("effects end %v, want %v (onset + hang + restart); the fault ends %v", tf.EffectsEnd, want, tf.End)
+	}
+	failed := 0
+	for _, r := range c.reqs {
+		if !r.failed {
+			continue
+		}
+		failed++
+		if at := c.start.Add(r.end); at.After(tf.EffectsEnd) {
+			t.Errorf("%s: a request failed at %v, after the effects' end %v", r.pod, at, tf.EffectsEnd)
+		}
+	}
+	if failed == 0 {
+		t.Error("no request failed: the XID did nothing")
+	}
+}
+
 // Every other cause shows its own signature on its target.
 func TestFaultSignatures(t *testing.T) {
 	type check func(t *testing.T, c *capture, tr *Truth, pod, gpu string)

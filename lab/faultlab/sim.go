@@ -55,6 +55,9 @@ type fault struct {
 	end    int64
 	active bool
 	rng    *randSrc
+	// effectsEnd: for a fault of discrete events (an XID), when the last
+	// event's effects (hang, then restart) end; 0 before the first.
+	effectsEnd int64
 	// e2e latencies (ms) of the requests of the engines it acts on that
 	// arrived before its onset and during it: its effect, in the truth.
 	before, during sketch
@@ -848,6 +851,7 @@ func (s *sim) xid(fl *fault) {
 			continue
 		}
 		s.stats.xids++
+		fl.effectsEnd = max(fl.effectsEnd, s.now+int64(xidHang+xidRestart))
 		e.epoch++
 		e.busy = false
 		e.sched = e.sched[:0]

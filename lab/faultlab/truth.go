@@ -53,7 +53,11 @@ type TruthFault struct {
 	Magnitude        float64   `json:"magnitude"`
 	MagnitudeMeaning string    `json:"magnitude_meaning"`
 	XID              int       `json:"xid,omitempty"`
-	Note             string    `json:"note,omitempty"`
+	// EffectsEnd, for a fault of discrete events (XIDs), is when the last
+	// event's effects ended (its engine hung, then restarted) when that is
+	// before End: after it the GPU only reports its last XID code.
+	EffectsEnd time.Time `json:"effects_end,omitzero"`
+	Note       string    `json:"note,omitempty"`
 	// Effect is what the fault did to the e2e latency of the engines it
 	// acts on (absent for decoys).
 	Effect *FaultEffect `json:"effect,omitempty"`
@@ -183,6 +187,9 @@ func (s *sim) truth() *Truth {
 			tf.XID = fl.spec.XID
 			if tf.XID == 0 {
 				tf.XID = 13
+			}
+			if fl.effectsEnd > 0 && fl.effectsEnd < fl.end {
+				tf.EffectsEnd = time.Unix(0, s.startNs+fl.effectsEnd).UTC()
 			}
 		}
 		rt := fl.target
