@@ -834,17 +834,18 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 	if focus {
 		need = r.cfg.SplitShare
 	}
+	engines := countEntities(set, r.cfg.MinEntityRows)
 	switch {
 	case (len(spread) <= 1 || focus) && best != nil && share >= need && best.nw+best.nb >= float64(r.cfg.MinEntityRows) && concentrated(best):
 		c.entityKey = best.key
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %s %s", pct(share*total, total), c.kind, best.key))
-	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && c.kind == kindEngine && 2*len(spread) >= countEntities(set, r.cfg.MinEntityRows):
+	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && c.kind == kindEngine && 2*len(spread) >= engines:
 		// An engine-state cause on half of the scope's engines or more
 		// is the scope's: a setting of the model that bites hardest
 		// where its engines have least room (fresh tuning seed 6394: a
 		// model's KV cache cut on all five pods collapsed three, and the
 		// culprit was named on one of them).
-		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d of the scope's %d engines (%s): the scope's", pct(spreadShare, 1), len(spread), countEntities(set, r.cfg.MinEntityRows), strings.Join(entityKeys(spread), ", ")))
+		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d of the scope's %d engines (%s): the scope's", pct(spreadShare, 1), len(spread), engines, strings.Join(entityKeys(spread), ", ")))
 	case len(spread) >= 2 && spreadShare >= r.cfg.LocalizeShare && concentrated(spread...):
 		ev = append(ev, fmt.Sprintf("%s of the affected tail requests ran on %d %ss (%s): one culprit each", pct(spreadShare, 1), len(spread), c.kind, strings.Join(entityKeys(spread), ", ")))
 		defer func() { splits = r.splitCause(c, spread, set) }()
@@ -972,6 +973,7 @@ func countEntities(set map[string]*entityStats, min int) int {
 	return n
 }
 
+// entityKeys are the keys of es, in order, for evidence.
 func entityKeys(es []*entityStats) []string {
 	keys := make([]string, len(es))
 	for i, e := range es {
