@@ -27,8 +27,9 @@ func TestConfigValidate(t *testing.T) {
 	c.QueueDemandRise = -1
 	c.SweepParallel = 0
 	c.SweepCopyRows = -1
+	c.MinEntityExcess = math.NaN()
 	err := c.Validate()
-	for _, want := range []string{"table", "level", "nope", "split share", "queue demand rise", "sweep parallel 0", "sweep copy rows"} {
+	for _, want := range []string{"table", "level", "nope", "split share", "queue demand rise", "sweep parallel 0", "sweep copy rows", "min entity excess"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

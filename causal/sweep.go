@@ -314,6 +314,18 @@ func (a *Analyzer) sweep(ctx context.Context, req SweepRequest) (*SweepResult, e
 		p := &plans[si]
 		p.breached = pickEntityBreaches(s.entities, alpha, a.cfg.MinRelIncrease)
 		loose := explainedOnly(pickEntityBreaches(s.entities, alpha*a.cfg.ExplainedScanFactor, a.cfg.MinRelIncrease), p.breached)
+		// Too few requests hurt to page for (Config.MinEntityExcess):
+		// named in the notes, not examined further.
+		small := func(e *screened) bool {
+			if e.excessTail() >= a.cfg.MinEntityExcess {
+				return false
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf("%s %s looked worse than its peers (p %.2g in %s) but by %.1f tail requests, fewer than %g: not reported",
+				e.kind, EntityString(e.ent), e.scanP, ScopeString(s.sc), e.excessTail(), a.cfg.MinEntityExcess))
+			return true
+		}
+		p.breached = slices.DeleteFunc(p.breached, small)
+		loose = slices.DeleteFunc(loose, small)
 		var totalTail, totalN float64
 		for _, e := range s.entities {
 			if e.kind == LevelEngine {
@@ -705,9 +717,14 @@ type screened struct {
 // bucketCounts are an entity's requests and tail requests in one stretch.
 type bucketCounts struct{ n, k float64 }
 
+// excessTail is the entity's excess tail requests: the larger of the whole
+// window's against its peers and its worst stretch's against the scan's
+// yardstick.
+func (e *screened) excessTail() float64 { return math.Max(e.excess, e.scanExcess) }
+
 func (e *screened) where() Where {
 	w := Where{Level: e.kind, Entity: e.ent, Requests: int64(e.n), TailRequests: int64(e.k), PeerTailRate: round(e.peerRate, 6),
-		PValue: e.pval, ExcessTail: round(math.Max(e.excess, e.scanExcess), 1), TailThresholdMS: e.thresholdT, QuantileMS: round(e.quantile, 1), PeerQuantileMS: round(e.peerQ, 1)}
+		PValue: e.pval, ExcessTail: round(e.excessTail(), 1), TailThresholdMS: e.thresholdT, QuantileMS: round(e.quantile, 1), PeerQuantileMS: round(e.peerQ, 1)}
 	if e.scanWhy != "" {
 		w.Stretch = &Interval{Start: e.scanFrom, End: e.scanTo}
 		w.StretchVs = e.scanWhy
@@ -1145,7 +1162,7 @@ func pickEntityBreaches(all []*screened, alpha, margin float64) []*screened {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		return math.Max(out[i].excess, out[i].scanExcess) > math.Max(out[j].excess, out[j].scanExcess)
+		return out[i].excessTail() > out[j].excessTail()
 	})
 	return out
 }

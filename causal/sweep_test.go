@@ -552,3 +552,42 @@ func TestBreachEnd(t *testing.T) {
 		}
 	}
 }
+
+// An entity breach must hold at least Config.MinEntityExcess excess tail
+// requests: the slow pod among 16, asked again with the floor just above
+// its excess, is not reported, and the sweep's notes name it.
+func TestSweepMinEntityExcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a := synthAnalyzer(ctx, t, synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 20 * time.Minute,
+		Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.6}}})
+	req := SweepRequest{Window: window(0, time.Hour)}
+	res, err := a.Sweep(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Breaches) != 1 || res.Breaches[0].Incident.Breach == nil {
+		t.Fatalf("%d breaches at the default floor, want the slow pod", len(res.Breaches))
+	}
+	b := res.Breaches[0].Incident.Breach
+	if b.ExcessTail < DefaultConfig().MinEntityExcess {
+		t.Fatalf("the slow pod's excess %.1f is below the default floor", b.ExcessTail)
+	}
+	a.cfg.MinEntityExcess = b.ExcessTail + 1
+	res, err = a.Sweep(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Breaches) != 0 {
+		t.Fatalf("%d breaches with the floor above the pod's excess %.1f, want none", len(res.Breaches), b.ExcessTail)
+	}
+	pod := engineEntity(5, 0).Pod
+	if !slices.ContainsFunc(res.Notes, func(n string) bool {
+		return strings.Contains(n, pod) && strings.Contains(n, "tail requests, fewer than")
+	}) {
+		t.Errorf("notes %q do not name %s under the floor", res.Notes, pod)
+	}
+	if doc := res.Answer()[0]; doc.Incident.Status == StatusFiring {
+		t.Errorf("answer %s, want ok", doc.Incident.Status)
+	}
+}
