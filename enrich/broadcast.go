@@ -101,12 +101,13 @@ func (p *Pipeline) broadcastMetrics(ctx context.Context, from time.Time, spanTim
 	case <-ctx.Done():
 		return
 	}
+	budget := p.decodes.paceBudget(len(ids))
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.readMetricPartition(ctx, id, from, spanTime, out)
+			p.readMetricPartition(ctx, id, from, budget, spanTime, out)
 		}()
 	}
 	wg.Wait()
@@ -127,8 +128,9 @@ func lookupPartitions(ctx context.Context, brokers []string, sec kafkax.Security
 // readMetricPartition reads one partition from time `from`, handing the
 // join every record's samples with the partition's progress: first whether
 // it holds anything to read at all, then with each record whether the log
-// holds more (its high watermark).
-func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.Time, spanTime *atomic.Uint64, out chan<- metricRec) {
+// holds more (its high watermark). It keeps at most paceBudget samples
+// decoded ahead of this process's samples group (metricDecodes.pace).
+func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.Time, paceBudget int, spanTime *atomic.Uint64, out chan<- metricRec) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: p.cfg.Brokers, Dialer: p.cfg.Kafka.Dialer("tailcause-enrich-broadcast", 10*time.Second),
 		Topic: p.cfg.MetricsTopic, Partition: part,
@@ -164,7 +166,26 @@ func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.
 	}
 	ahead := uint64(p.cfg.MetricsAhead)
 	var dec normalize.MetricsDecoder
+	// The join cannot miss what pace holds back while this partition has
+	// delivered up to the span time (no request it holds waits for it), or
+	// while the span time stands still (no request is forced by MaxWait,
+	// which only the span time passing a request's end does). The span
+	// time is looked at with every record and while held: spanSince is
+	// at or after its last move.
+	var delivered, lastSpan uint64
+	spanSince := time.Now()
+	spans := func() uint64 {
+		st := spanTime.Load()
+		if st != lastSpan {
+			lastSpan, spanSince = st, time.Now()
+		}
+		return st
+	}
+	idle := func() bool {
+		return delivered >= spans() || time.Since(spanSince) >= spansStill
+	}
 	for {
+		spans()
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -174,15 +195,22 @@ func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.
 			sleepCtx(ctx, time.Second)
 			continue
 		}
+		if !p.decodes.pace(ctx, part, m.Offset, paceBudget, idle) {
+			return
+		}
 		p.C.MetricRecords.Add(1)
 		rec := metricRec{partition: part, behind: m.HighWaterMark > m.Offset+1}
-		if b, err := p.decodes.decode(&dec, m, normalize.Encoding(p.cfg.Encoding)); err == nil {
+		if b, err := p.decodes.decode(&dec, m, normalize.Encoding(p.cfg.Encoding), joinReader); err == nil {
 			// Rejects, out-of-bounds samples included, are recorded once,
 			// by the samples group; here such a sample must neither move
 			// the join's clock nor pause this reader.
 			rec.samples, _, _ = p.bounds().samples(b.Samples)
 		}
-		if first, last, ok := sampleSpan(rec.samples); ok && last > spanTime.Load()+ahead {
+		first, last, ok := sampleSpan(rec.samples)
+		if ok {
+			delivered = max(delivered, last)
+		}
+		if ok && last > spanTime.Load()+ahead {
 			// Too far ahead of the spans: say the partition is complete up
 			// to this record's start, and wait for the spans to catch up.
 			if !send(metricRec{partition: part, time: first, behind: true}) {
@@ -199,6 +227,11 @@ func (p *Pipeline) readMetricPartition(ctx context.Context, part int, from time.
 		}
 	}
 }
+
+// spansStill is how long the span time must have stood still for a
+// broadcast reader to be held behind it (readMetricPartition): no span
+// record moved it for that long, so none is being read.
+const spansStill = 100 * time.Millisecond
 
 // sampleSpan is the earliest and latest sample time.
 func sampleSpan(s []normalize.Sample) (first, last uint64, ok bool) {

@@ -76,6 +76,8 @@ func New(cfg Config, store RowWriter, log *slog.Logger) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, store: store, log: log, now: time.Now}
 	p.decodes = newMetricDecodes(maxSharedSamples, func() { p.C.SharedDecodes.Add(1) })
+	// A broadcast reader held longer could set off the idle flush.
+	p.decodes.paceFresh = min(paceFresh, cfg.IdleFlush/4)
 	return p, nil
 }
 

@@ -169,7 +169,7 @@ func (b *sampleBlocks) reset() {
 func (p *Pipeline) sampleRows(sb *sampleBatch, m kafka.Message, bounds eventBounds, st *sampleState) {
 	p.C.SampleRecords.Add(1)
 	from := origin{topic: m.Topic, partition: m.Partition, offset: m.Offset}
-	b, err := p.decodes.decode(&st.dec, m, normalize.Encoding(p.cfg.Encoding))
+	b, err := p.decodes.decode(&st.dec, m, normalize.Encoding(p.cfg.Encoding), samplesReader)
 	if err != nil {
 		sb.rejRows = append(sb.rejRows, p.rejectRow("metrics", "decode", err.Error(), m))
 		sb.dlqRecs = append(sb.dlqRecs, p.deadLetter(m, "decode", err.Error()))
