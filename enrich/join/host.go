@@ -52,41 +52,19 @@ const (
 
 // add stores one sample (v is the level, or the delta for counters). A
 // sample of an entity the host does not track yet is refused unless
-// allowNew.
-func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool) addResult {
+// allowNew. memo, when not nil, is the caller's last entity lookup on this
+// host (see entityMemo).
+func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool, memo *entityMemo) addResult {
 	var es *entitySeries
 	res := added
-	switch s.Family {
-	case normalize.FamilyGPU:
-		id := s.Placement.GPU
-		if id == "" {
-			id = "index:" + s.Placement.GPUIndex
+	if memo != nil && memo.es != nil && memo.same(s) {
+		es = memo.es
+	} else {
+		if es, res = h.entity(s, allowNew); es == nil {
+			return res
 		}
-		es = h.gpus[id]
-		if es == nil {
-			if !allowNew {
-				return refused
-			}
-			es = &entitySeries{pod: s.Placement.Pod, gpuIndex: s.Placement.GPUIndex, metrics: map[normalize.Metric]*series{}}
-			h.gpus[id] = es
-			h.version++
-			res = addedNew
-		} else if s.Placement.Pod != es.pod {
-			// The GPU changed hands (a new workload pod): re-resolve.
-			es.pod = s.Placement.Pod
-			h.version++
-		}
-	default:
-		k := engineKey(s)
-		es = h.engines[k]
-		if es == nil {
-			if !allowNew {
-				return refused
-			}
-			es = &entitySeries{model: s.Model, engine: s.Placement.Engine, pod: s.Placement.Pod, instance: s.Placement.ServiceInstance, metrics: map[normalize.Metric]*series{}}
-			h.engines[k] = es
-			h.version++
-			res = addedNew
+		if memo != nil {
+			*memo = entityMemo{family: s.Family, model: s.Model, placement: s.Placement, es: es}
 		}
 	}
 	sr := es.metrics[s.Metric]
@@ -104,6 +82,65 @@ func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool) addResult
 		es.peakClock = v
 	}
 	return res
+}
+
+// entityMemo is the entity a sample was last stored in: the samples of a
+// record come in runs of one entity (a scrape's engine, a GPU's label
+// set), whose key — the engine key or GPU id, built from the labels — is
+// then found once per run. A sample with the same family, model and
+// placement goes to the same entity, and finds it unchanged (its pod is
+// the placement's), as long as nothing is evicted in between: a memo
+// lives for one Joiner.AddSamples call, on one host.
+type entityMemo struct {
+	family    normalize.Family
+	model     string
+	placement normalize.Placement
+	es        *entitySeries
+}
+
+func (m *entityMemo) same(s *normalize.Sample) bool {
+	return s.Family == m.family && s.Model == m.model && s.Placement == m.placement
+}
+
+// entity is the engine or GPU a sample belongs to, added when new
+// (addedNew) if allowNew (else refused, with a nil entity).
+func (h *hostState) entity(s *normalize.Sample, allowNew bool) (*entitySeries, addResult) {
+	switch s.Family {
+	case normalize.FamilyGPU:
+		id := s.Placement.GPU
+		if id == "" {
+			id = "index:" + s.Placement.GPUIndex
+		}
+		es := h.gpus[id]
+		if es == nil {
+			if !allowNew {
+				return nil, refused
+			}
+			es = &entitySeries{pod: s.Placement.Pod, gpuIndex: s.Placement.GPUIndex, metrics: map[normalize.Metric]*series{}}
+			h.gpus[id] = es
+			h.version++
+			return es, addedNew
+		}
+		if s.Placement.Pod != es.pod {
+			// The GPU changed hands (a new workload pod): re-resolve.
+			es.pod = s.Placement.Pod
+			h.version++
+		}
+		return es, added
+	default:
+		k := engineKey(s)
+		es := h.engines[k]
+		if es == nil {
+			if !allowNew {
+				return nil, refused
+			}
+			es = &entitySeries{model: s.Model, engine: s.Placement.Engine, pod: s.Placement.Pod, instance: s.Placement.ServiceInstance, metrics: map[normalize.Metric]*series{}}
+			h.engines[k] = es
+			h.version++
+			return es, addedNew
+		}
+		return es, added
+	}
 }
 
 // evicted counts what evict removed.

@@ -267,6 +267,11 @@ func (j *Joiner) AddSamples(samples []normalize.Sample) {
 		j.changed = true
 	}
 	cutoff := j.cutoff()
+	// The last host and entity looked up: a record's samples come in runs
+	// of one (entityMemo).
+	var lastHost string
+	var h *hostState
+	var memo entityMemo
 	for i := range samples {
 		s := &samples[i]
 		j.stats.Samples++
@@ -284,12 +289,14 @@ func (j *Joiner) AddSamples(samples []normalize.Sample) {
 			}
 			v = d
 		}
-		h := j.host(s.Placement.Host)
-		if h == nil {
-			j.stats.DroppedSamples++
-			continue
+		if h == nil || s.Placement.Host != lastHost {
+			lastHost, memo = s.Placement.Host, entityMemo{}
+			if h = j.host(lastHost); h == nil {
+				j.stats.DroppedSamples++
+				continue
+			}
 		}
-		switch h.add(s, v, j.nEngines+j.nGPUs < j.cfg.MaxEntities) {
+		switch h.add(s, v, j.nEngines+j.nGPUs < j.cfg.MaxEntities, &memo) {
 		case duplicate:
 			j.stats.DuplicateSamples++
 			continue
@@ -297,6 +304,7 @@ func (j *Joiner) AddSamples(samples []normalize.Sample) {
 			j.stats.DroppedSamples++
 			if h.empty() {
 				delete(j.hosts, s.Placement.Host) // a host is kept only for its entities
+				h = nil
 			}
 			continue
 		case addedNew:

@@ -17,23 +17,35 @@ const DefaultMaxSeries = 100_000
 // or the series start time changes, the counter restarted and its new value
 // is the increase since the reset.
 type Counters struct {
-	mu      sync.Mutex
-	max     int
-	series  map[seriesKey]*counterEntry
-	head    *counterEntry // most recently observed
-	tail    *counterEntry // least recently observed
+	mu  sync.Mutex
+	max int
+	n   int // series tracked
+	// The series by placement, then by family, metric and model: a
+	// record's samples share their placement (a scrape's resource, a GPU's
+	// labels), so the placement — seven strings to hash — is looked up
+	// once for a run of them (last), the rest by a key of three.
+	byPlace map[Placement]*placementSeries
+	last    *placementSeries // the previous Observe's; nil when evicted
+	head    *counterEntry    // most recently observed
+	tail    *counterEntry    // least recently observed
 	evicted uint64
 }
 
-type seriesKey struct {
-	family    Family
-	metric    Metric
-	model     string
+// placementSeries are the series of one placement.
+type placementSeries struct {
 	placement Placement
+	series    map[counterKey]*counterEntry
+}
+
+type counterKey struct {
+	family Family
+	metric Metric
+	model  string
 }
 
 type counterEntry struct {
-	key        seriesKey
+	key        counterKey
+	group      *placementSeries
 	timeNs     uint64
 	startNs    uint64
 	value      float64
@@ -46,7 +58,7 @@ func NewCounters(maxSeries int) *Counters {
 	if maxSeries <= 0 {
 		maxSeries = DefaultMaxSeries
 	}
-	return &Counters{max: maxSeries, series: make(map[seriesKey]*counterEntry)}
+	return &Counters{max: maxSeries, byPlace: make(map[Placement]*placementSeries)}
 }
 
 // Observe records a Cumulative sample and returns the increase since the
@@ -59,17 +71,29 @@ func (c *Counters) Observe(s Sample) (delta, ratePerSec float64, ok bool) {
 	if s.Kind != Cumulative || !(s.Value >= 0) || math.IsInf(s.Value, 0) {
 		return 0, 0, false
 	}
-	key := seriesKey{family: s.Family, metric: s.Metric, model: s.Model, placement: s.Placement}
+	key := counterKey{family: s.Family, metric: s.Metric, model: s.Model}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	e, found := c.series[key]
-	if !found {
-		if len(c.series) >= c.max {
-			c.evictOldest()
+	g := c.last
+	if g == nil || g.placement != s.Placement {
+		if g = c.byPlace[s.Placement]; g == nil {
+			g = &placementSeries{placement: s.Placement, series: make(map[counterKey]*counterEntry, 8)}
+			c.byPlace[s.Placement] = g
 		}
-		e = &counterEntry{key: key, timeNs: s.TimeNs, startNs: s.StartNs, value: s.Value}
-		c.series[key] = e
+		c.last = g
+	}
+	e, found := g.series[key]
+	if !found {
+		if c.n >= c.max {
+			c.evictOldest()
+			if len(g.series) == 0 { // its only series was the oldest
+				c.byPlace[s.Placement], c.last = g, g
+			}
+		}
+		e = &counterEntry{key: key, group: g, timeNs: s.TimeNs, startNs: s.StartNs, value: s.Value}
+		g.series[key] = e
+		c.n++
 		c.pushFront(e)
 		return 0, 0, false
 	}
@@ -103,7 +127,7 @@ func (c *Counters) Observe(s Sample) (delta, ratePerSec float64, ok bool) {
 func (c *Counters) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.series)
+	return c.n
 }
 
 // Evicted returns how many series were forgotten to respect the bound.
@@ -119,7 +143,15 @@ func (c *Counters) evictOldest() {
 		return
 	}
 	c.unlink(e)
-	delete(c.series, e.key)
+	g := e.group
+	delete(g.series, e.key)
+	if len(g.series) == 0 {
+		delete(c.byPlace, g.placement)
+		if c.last == g {
+			c.last = nil
+		}
+	}
+	c.n--
 	c.evicted++
 }
 

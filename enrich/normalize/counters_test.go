@@ -91,6 +91,28 @@ func TestCountersEvictLeastRecentlySeen(t *testing.T) {
 	}
 }
 
+// TestCountersEvictWithinPlacement: the series of one placement are
+// evicted one by one; a placement whose only series is evicted to make
+// room for its own new one keeps the new one.
+func TestCountersEvictWithinPlacement(t *testing.T) {
+	c := NewCounters(1)
+	mk := func(m Metric, t, v float64) Sample {
+		return Sample{Family: FamilyGPU, Metric: m, Kind: Cumulative,
+			Placement: Placement{Host: "h", GPU: "a"}, TimeNs: uint64(t * 1e9), Value: v}
+	}
+	c.Observe(mk(MetricPCIeReplay, 1, 1))
+	c.Observe(mk(MetricNVLinkBytes, 1, 1)) // evicts the placement's only series
+	if d, _, ok := c.Observe(mk(MetricNVLinkBytes, 2, 3)); !ok || d != 2 {
+		t.Errorf("the new series: delta %v, ok %v; want 2, true", d, ok)
+	}
+	if _, _, ok := c.Observe(mk(MetricPCIeReplay, 2, 3)); ok {
+		t.Error("the evicted series kept its state")
+	}
+	if c.Len() != 1 || c.Evicted() != 2 {
+		t.Errorf("Len = %d, Evicted = %d; want 1, 2", c.Len(), c.Evicted())
+	}
+}
+
 func TestCountersFixtureReset(t *testing.T) {
 	// vllm_metrics.json: preemptions 10 → 14 → 3 with a new start (restart).
 	b := loadMetrics(t, "vllm_metrics.json")
