@@ -1,6 +1,7 @@
 package join
 
 import (
+	"math"
 	"sort"
 
 	"github.com/tailcause/tailcause/enrich/normalize"
@@ -12,6 +13,12 @@ type hostState struct {
 	engines    map[string]*entitySeries // by engineKey
 	gpus       map[string]*entitySeries // by GPU UUID
 	familyTime map[normalize.Family]uint64
+	// due bounds from below, over the host's series, the second point's
+	// time and the newest point's: Joiner.gc can trim or evict nothing
+	// on the host before its cutoff passes due (series.trim needs the
+	// second point before the cutoff, eviction the newest point before
+	// a horizon at or before it). math.MaxUint64: no series.
+	due uint64
 	// gen is the host's incarnation (unique in the Joiner: a host evicted
 	// and seen again gets a new one); version bumps when an engine or GPU
 	// appears, changes hands or is evicted. Both key cached placements.
@@ -29,7 +36,7 @@ type entitySeries struct {
 }
 
 func newHostState(gen uint64) *hostState {
-	return &hostState{engines: map[string]*entitySeries{}, gpus: map[string]*entitySeries{}, familyTime: map[normalize.Family]uint64{}, gen: gen}
+	return &hostState{engines: map[string]*entitySeries{}, gpus: map[string]*entitySeries{}, familyTime: map[normalize.Family]uint64{}, gen: gen, due: math.MaxUint64}
 }
 
 func engineKey(s *normalize.Sample) string {
@@ -75,6 +82,7 @@ func (h *hostState) add(s *normalize.Sample, v float64, allowNew bool, memo *ent
 	if !sr.add(s.TimeNs, v) {
 		return duplicate // (a new entity always takes its first point)
 	}
+	h.due = min(h.due, sr.due())
 	if s.TimeNs > h.familyTime[s.Family] {
 		h.familyTime[s.Family] = s.TimeNs
 	}
@@ -155,6 +163,7 @@ type evicted struct{ engines, gpus, series int }
 // It trims the series it keeps at cutoff (series.trim) in the same pass.
 func (h *hostState) evict(cutoff, horizon uint64) evicted {
 	var n evicted
+	h.due = math.MaxUint64
 	for fam, m := range [2]map[string]*entitySeries{h.engines, h.gpus} {
 		for id, es := range m {
 			for name, s := range es.metrics {
@@ -163,6 +172,7 @@ func (h *hostState) evict(cutoff, horizon uint64) evicted {
 					n.series++
 				} else {
 					s.trim(cutoff)
+					h.due = min(h.due, s.due())
 				}
 			}
 			if len(es.metrics) == 0 {
@@ -256,10 +266,12 @@ func (es *entitySeries) passed(t, stale uint64) bool {
 }
 
 func (h *hostState) trim(cutoff uint64) {
+	h.due = math.MaxUint64
 	for _, m := range []map[string]*entitySeries{h.engines, h.gpus} {
 		for _, es := range m {
 			for _, s := range es.metrics {
 				s.trim(cutoff)
+				h.due = min(h.due, s.due())
 			}
 		}
 	}

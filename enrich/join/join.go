@@ -569,6 +569,9 @@ func (j *Joiner) gc() {
 	cutoff := j.cutoff()
 	maxAge := uint64(j.cfg.MaxSampleAge)
 	for name, h := range j.hosts {
+		if h.due >= cutoff && !h.empty() {
+			continue // nothing to trim or evict (hostState.due)
+		}
 		horizon := cutoff
 		if hp := j.pending[name]; hp != nil {
 			for _, p := range *hp {

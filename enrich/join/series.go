@@ -49,6 +49,16 @@ func (s *series) trim(cutoff uint64) {
 	s.v = append(s.v[:0], s.v[k:]...)
 }
 
+// due is the earliest cutoff at which trim or eviction could change the
+// series: its second point's time, or its newest's (hostState.due).
+func (s *series) due() uint64 {
+	d := s.last()
+	if len(s.t) >= 2 {
+		d = min(d, s.t[1])
+	}
+	return d
+}
+
 func (s *series) last() uint64 {
 	if len(s.t) == 0 {
 		return 0
