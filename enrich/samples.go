@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -53,13 +54,16 @@ func (p *Pipeline) runSamples(ctx context.Context) error {
 		if err := p.writeSamples(ctx, dlq, sb); err != nil {
 			return p.abandon(err)
 		}
-		sb.blocks.reset()
+		// The reader commits each partition's highest offset of those it
+		// is given: the batch's highest of each partition is enough.
+		commits, n := lastPerPartition(sb.msgs), len(sb.msgs)
+		sb.blocks.reset(&sb)
 		select {
 		case free <- sb.blocks:
 		default:
 		}
-		if err := reader.CommitMessages(ctx, sb.msgs...); err != nil && ctx.Err() == nil {
-			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", len(sb.msgs), err))
+		if err := reader.CommitMessages(ctx, commits...); err != nil && ctx.Err() == nil {
+			p.log.Warn("commit metric offsets", "err", fmt.Errorf("commit %d records: %w", n, err))
 		}
 	}
 	return nil // uncommitted records are read again by the next run
@@ -111,7 +115,7 @@ func (p *Pipeline) fetchSamples(ctx context.Context, reader *kafka.Reader, out c
 				blocks = newSampleBlocks()
 			}
 		}
-		sb := sampleBatch{blocks: blocks}
+		sb := blocks.batch()
 		bctx, cancel := context.WithTimeout(ctx, p.cfg.BatchWait)
 		bounds := p.bounds()
 		for !p.full(&sb) {
@@ -150,19 +154,51 @@ type sampleState struct {
 	eng      engineIn
 }
 
-// sampleBlocks are a batch's gpu_samples and engine_samples rows.
+// sampleBlocks are a batch's gpu_samples and engine_samples rows, and the
+// arrays of its records and of its rows' origins (reused from batch to
+// batch with the blocks: appending to new ones was a tenth of the
+// samples group's garbage).
 type sampleBlocks struct {
-	gpu *blockEncoder[normalize.Sample]
-	eng *blockEncoder[engineIn]
+	gpu              *blockEncoder[normalize.Sample]
+	eng              *blockEncoder[engineIn]
+	msgs             []kafka.Message
+	gpuFrom, engFrom []origin
 }
 
 func newSampleBlocks() *sampleBlocks {
 	return &sampleBlocks{gpu: newBlockEncoder(gpuSampleCols), eng: newBlockEncoder(engineSampleCols)}
 }
 
-func (b *sampleBlocks) reset() {
+// batch is an empty batch filling b.
+func (b *sampleBlocks) batch() sampleBatch {
+	return sampleBatch{blocks: b, msgs: b.msgs[:0], gpuFrom: b.gpuFrom[:0], engFrom: b.engFrom[:0]}
+}
+
+// reset empties b, keeping the arrays sb (filled from b) grew, cleared so
+// that they hold no record's bytes.
+func (b *sampleBlocks) reset(sb *sampleBatch) {
 	b.gpu.reset()
 	b.eng.reset()
+	clear(sb.msgs)
+	clear(sb.gpuFrom)
+	clear(sb.engFrom)
+	b.msgs, b.gpuFrom, b.engFrom = sb.msgs[:0], sb.gpuFrom[:0], sb.engFrom[:0]
+}
+
+// lastPerPartition is the message of each partition of msgs with the
+// highest offset.
+func lastPerPartition(msgs []kafka.Message) []kafka.Message {
+	var last []kafka.Message
+	for _, m := range msgs {
+		i := slices.IndexFunc(last, func(l kafka.Message) bool { return l.Topic == m.Topic && l.Partition == m.Partition })
+		switch {
+		case i < 0:
+			last = append(last, m)
+		case m.Offset > last[i].Offset:
+			last[i] = m
+		}
+	}
+	return last
 }
 
 // sampleRows decodes one metric record into sb's rows.
