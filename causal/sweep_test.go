@@ -34,11 +34,15 @@ func sweepScenario(t *testing.T, s synthScenario, req SweepRequest) *SweepResult
 	return res
 }
 
+// slowPodAmong16 is one slow pod (host 5, GPU 0) among 16 from 20 minutes
+// into an hour.
+var slowPodAmong16 = synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 20 * time.Minute,
+	Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.6}}}
+
 // One slow pod among 16, no data before the window: the model's P99 barely
 // moves, the pod's own users wait far longer. The sweep names the pod.
 func TestSweepSlowPodAmong16(t *testing.T) {
-	res := sweepScenario(t, synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 20 * time.Minute,
-		Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.6}}},
+	res := sweepScenario(t, slowPodAmong16,
 		SweepRequest{Window: window(0, time.Hour)})
 	if len(res.Breaches) != 1 {
 		t.Fatalf("%d breaches, want 1 (the slow pod)", len(res.Breaches))
@@ -559,8 +563,7 @@ func TestBreachEnd(t *testing.T) {
 func TestSweepMinEntityExcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	a := synthAnalyzer(ctx, t, synthScenario{Seed: 11, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40, FaultFrom: 20 * time.Minute,
-		Faults: []synthFault{{Kind: "degraded", Host: 5, GPU: 0, Factor: 1.6}}})
+	a := synthAnalyzer(ctx, t, slowPodAmong16)
 	req := SweepRequest{Window: window(0, time.Hour)}
 	res, err := a.Sweep(ctx, req)
 	if err != nil {
