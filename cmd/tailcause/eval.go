@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tailcause/tailcause/causal/incident"
 	"github.com/tailcause/tailcause/lab/eval"
+	"github.com/tailcause/tailcause/lab/faultlab"
 )
 
 // cmdEval evaluates the ranking on randomized fault-lab runs (lab/eval):
@@ -34,6 +36,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	detector := fs.Bool("detector", false, "also replay the scheduled detector over each healthy-before run in simulated time and score the first incident it opened")
 	detInterval := fs.Duration("detector-interval", 0, "the replayed detector's interval (default: tailcause causal's)")
 	minEffect := fs.Float64("min-effect", 1.3, "a drawn fault must lift its own engines' P99 by this factor; weaker draws are strengthened, and runs that stay weaker are not scored")
+	router := fs.String("router", "round-robin", "the fault lab's routers: round-robin, random (a Kubernetes Service), least-loaded (an inference gateway), or mixed (one drawn per seed); a robustness check of the same seeds' fleets and faults with their requests routed otherwise (keep its databases under their own --database)")
 	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<seed>_<question>)")
 	reuse := fs.Bool("reuse", false, "ask the databases an earlier --keep run kept (same --database, --seeds or --set/--runs, --duration, --min-effect) again with this analyzer instead of running the lab: only the truth is simulated again, in memory (the lab is deterministic); they stay kept")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
@@ -79,6 +82,10 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 		}
 		qs = append(qs, eval.Question(q))
 	}
+	rp := faultlab.RouterPolicy(*router)
+	if rp != faultlab.RouterMixed && !slices.Contains(faultlab.RouterPolicies(), rp) {
+		return fmt.Errorf("%w: --router %q: want one of %v or mixed", errUsage, *router, faultlab.RouterPolicies())
+	}
 	if *reuse && *detector {
 		return fmt.Errorf("%w: --reuse with --detector: the replayed detector writes incidents into the run's database; run the lab again for it", errUsage)
 	}
@@ -90,7 +97,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	}
 	opts := eval.Options{
 		Store: sf.config(), Duration: *duration, Questions: qs, Parallel: *parallel,
-		Detector: *detector, MinEffect: *minEffect, Keep: *keep, Reuse: *reuse, Progress: e.stderr,
+		Detector: *detector, MinEffect: *minEffect, Router: rp, Keep: *keep, Reuse: *reuse, Progress: e.stderr,
 		// The components' warnings and errors only: one run's migrations,
 		// sweeps and incidents would drown the progress lines.
 		Log: slog.New(minLevel{e.log.Handler(), slog.LevelWarn}),

@@ -98,6 +98,11 @@ type Options struct {
 	// on the fault's own engines) a drawn fault must reach; weaker draws
 	// are strengthened by faultlab.Screen (1.3).
 	MinEffect float64
+	// Router is the fault lab's router policy, or faultlab.RouterMixed
+	// (faultlab.RandomOptions.Router; zero: round-robin). A robustness
+	// check: the seeds' fleets and faults are the same, their requests go
+	// elsewhere.
+	Router faultlab.RouterPolicy
 	// Keep keeps each run's database.
 	Keep bool
 	// Reuse asks the databases an earlier run with Keep left (the same
@@ -335,10 +340,10 @@ const screenSims = 5
 // screened so that its fault shows in its own entity's P99 by minEffect.
 // It returns the truth of the screened case too (nil for a fault-free
 // case, which screening does not simulate).
-func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minEffect float64) (*faultlab.Case, *faultlab.Truth, error) {
-	ro := faultlab.RandomOptions{Window: d}
+func CaseFor(ctx context.Context, seed uint64, q Question, d time.Duration, minEffect float64, router faultlab.RouterPolicy) (*faultlab.Case, *faultlab.Truth, error) {
+	ro := faultlab.RandomOptions{Window: d, Router: router}
 	if q == HealthyBefore || q == FaultBefore {
-		ro = faultlab.RandomOptions{Window: d - d/2, HealthyPrefix: d / 2}
+		ro = faultlab.RandomOptions{Window: d - d/2, HealthyPrefix: d / 2, Router: router}
 	}
 	c, err := faultlab.RandomCase(seed, ro)
 	if err != nil {
@@ -404,7 +409,7 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 			run = fail(fmt.Errorf("panic: %v", p))
 		}
 	}()
-	c, screened, err := CaseFor(ctx, seed, q, o.Duration, o.MinEffect)
+	c, screened, err := CaseFor(ctx, seed, q, o.Duration, o.MinEffect, o.Router)
 	if err != nil {
 		return fail(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -50,6 +51,11 @@ type Config struct {
 	// only as the SM clock below its norm with the temperature or the power
 	// at its limit (the enricher derives the reasons then).
 	DCGMDefaultFields bool
+	// Router is how each model's router spreads the requests that carry no
+	// session prefix over its engines (zero: RouteRoundRobin). Requests of
+	// a session go to the engine their session hashes to, whatever it is,
+	// unless that engine is much busier than the least loaded one.
+	Router RouterPolicy
 	// PhysicsTick is the step of the GPU thermal/power model.
 	PhysicsTick time.Duration
 	// Warmup is simulated before the first instant and emits nothing: the
@@ -208,6 +214,9 @@ func (c Config) resolved() Config {
 	if c.PhysicsTick == 0 {
 		c.PhysicsTick = d.PhysicsTick
 	}
+	if c.Router == "" {
+		c.Router = RouteRoundRobin
+	}
 	if c.Warmup == 0 {
 		c.Warmup = DefaultWarmup
 	}
@@ -218,6 +227,29 @@ func (c Config) resolved() Config {
 		c.MaxBatchSpans = d.MaxBatchSpans
 	}
 	return c
+}
+
+// RouterPolicy is a model router's policy for requests without a session.
+type RouterPolicy string
+
+// The router policies.
+const (
+	// RouteRoundRobin cycles over the engines that are up: the vLLM
+	// production-stack router's default. A slow engine keeps its share of
+	// arrivals, builds a bigger batch and a queue.
+	RouteRoundRobin RouterPolicy = "round-robin"
+	// RouteRandom picks an engine that is up at random: a Kubernetes
+	// Service through kube-proxy, one connection per request.
+	RouteRandom RouterPolicy = "random"
+	// RouteLeastLoaded picks the engine with the fewest requests running
+	// and waiting (ties at random): an inference gateway's endpoint
+	// picker. It steers around a slow engine, which hides part of it.
+	RouteLeastLoaded RouterPolicy = "least-loaded"
+)
+
+// RouterPolicies lists the policies, the default first.
+func RouterPolicies() []RouterPolicy {
+	return []RouterPolicy{RouteRoundRobin, RouteRandom, RouteLeastLoaded}
 }
 
 // Validate reports every reason the configuration cannot run.
@@ -252,6 +284,9 @@ func (c Config) Validate() error {
 		if iv.d < 10*time.Millisecond {
 			bad("%s: %v is under 10ms", iv.name, iv.d)
 		}
+	}
+	if !slices.Contains(RouterPolicies(), c.Router) {
+		bad("router: %q is none of %v", c.Router, RouterPolicies())
 	}
 	if c.Warmup > 24*time.Hour {
 		bad("warmup: %v is over a day", c.Warmup)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -499,4 +500,50 @@ func mean(xs []float64) float64 {
 		return math.NaN()
 	}
 	return s / float64(n)
+}
+
+// The router policies: round-robin and random keep a slow pod's share of
+// the arrivals, a least-loaded router steers requests away from it; an
+// unknown policy does not validate.
+func TestRouterPolicies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates")
+	}
+	const slow = "llama-3-1-8b-6"
+	share := map[RouterPolicy]float64{}
+	for _, p := range RouterPolicies() {
+		cfg := scenarioConfig(t, "entity_degraded", 10*time.Minute, 1)
+		cfg.Router = p
+		c, _ := runCapture(t, cfg)
+		// During the fault (40–70% of the run), the slow pod's requests
+		// over the mean of its model's pods.
+		pods := map[string]int{}
+		for _, r := range c.window("", 4*time.Minute, 7*time.Minute) {
+			if strings.HasPrefix(r.pod, "llama-3-1-8b-") {
+				pods[r.pod]++
+			}
+		}
+		total := 0
+		for _, n := range pods {
+			total += n
+		}
+		if len(pods) < 2 || pods[slow] == 0 {
+			t.Fatalf("%s: requests per pod %v", p, pods)
+		}
+		share[p] = float64(pods[slow]) / (float64(total) / float64(len(pods)))
+		t.Logf("%s: the slow pod got %.2f of a pod's mean share (%v)", p, share[p], pods)
+	}
+	for _, p := range []RouterPolicy{RouteRoundRobin, RouteRandom} {
+		if share[p] < 0.85 {
+			t.Errorf("%s: the slow pod got %.2f of a pod's mean share, want about 1", p, share[p])
+		}
+	}
+	if share[RouteLeastLoaded] > 0.9*share[RouteRoundRobin] {
+		t.Errorf("least-loaded: the slow pod got %.2f of a pod's mean share, round-robin %.2f: not steered away", share[RouteLeastLoaded], share[RouteRoundRobin])
+	}
+	cfg := DefaultConfig()
+	cfg.Router = "sticky"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "router") {
+		t.Errorf("router %q: %v", cfg.Router, err)
+	}
 }

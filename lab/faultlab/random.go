@@ -33,7 +33,16 @@ type RandomOptions struct {
 	// Decoy is the probability that a fault case also gets a decoy (zero:
 	// 0.25; negative: never). Fault-free cases get load swings instead.
 	Decoy float64
+	// Router is the routers' policy (Config.Router; zero: round-robin), or
+	// RouterMixed: one of the policies drawn per seed, from a stream of its
+	// own. Unlike the other options it changes the physics (where requests
+	// go), not the draws: the fleet, fault and decoys are those of the
+	// seed, though Screen may strengthen the fault differently.
+	Router RouterPolicy
 }
+
+// RouterMixed asks RandomCase to draw each seed's router policy.
+const RouterMixed RouterPolicy = "mixed"
 
 func (o RandomOptions) resolved() RandomOptions {
 	if o.Window == 0 {
@@ -87,6 +96,9 @@ func (c *Case) Summary() string {
 		fmt.Fprintf(&b, " %s %d×tp%d %.1f/s (load %.2f);", m.Name, m.Engines, m.TP, m.Rate, c.Load[m.Name])
 	}
 	fmt.Fprintf(&b, " scrape %v/%v;", c.Config.VLLMScrapeInterval, c.Config.DCGMScrapeInterval)
+	if r := c.Config.Router; r != "" && r != RouteRoundRobin {
+		fmt.Fprintf(&b, " router %s;", r)
+	}
 	if c.Config.DCGMDefaultFields {
 		b.WriteString(" dcgm default fields (no clock-event reasons);")
 	}
@@ -189,6 +201,11 @@ func RandomCase(seed uint64, opts RandomOptions) (*Case, error) {
 	// clock-event reasons), as many operators do; a stream of its own, so
 	// that the other draws of a seed stay what they were.
 	cfg.DCGMDefaultFields = rng(7).IntN(2) == 0
+	cfg.Router = o.Router
+	if o.Router == RouterMixed {
+		ps := RouterPolicies()
+		cfg.Router = ps[rng(8).IntN(len(ps))]
+	}
 
 	sc := &Scenario{Name: fmt.Sprintf("random-%d", seed), Faults: []FaultSpec{}}
 	kr := rng(3)

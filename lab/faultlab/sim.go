@@ -483,11 +483,13 @@ func (s *sim) fillIDs(r *request) {
 
 // route is the model's router: requests with a session prefix go to the
 // engine their session hashes to unless it is much busier than the least
-// loaded engine; others are spread round-robin over the engines that are
-// up (the Kubernetes Service / vLLM production-stack default). Round-robin
-// does not steer around a slow engine: it keeps its share of arrivals,
-// builds a bigger batch and a queue, which is how one bad replica shows in
-// a model's tail. A least-loaded router would hide most of it.
+// loaded engine; others are spread over the engines that are up by the
+// configured policy (Config.Router): round-robin by default (the vLLM
+// production-stack default), at random, or to the least loaded.
+// Round-robin and random do not steer around a slow engine: it keeps its
+// share of arrivals, builds a bigger batch and a queue, which is how one
+// bad replica shows in a model's tail. A least-loaded router hides part of
+// it.
 func (s *sim) route(r *request) *engine {
 	es := r.m.engines
 	for _, e := range es {
@@ -502,7 +504,27 @@ func (s *sim) route(r *request) *engine {
 			}
 		}
 	}
-	if r.affinity == 0 {
+	if r.affinity == 0 && s.cfg.Router == RouteRandom {
+		up := 0
+		for _, e := range es {
+			if !e.down {
+				up++
+			}
+		}
+		if up == 0 {
+			return nil
+		}
+		k := s.router.IntN(up)
+		for _, e := range es {
+			if !e.down {
+				if k == 0 {
+					return e
+				}
+				k--
+			}
+		}
+	}
+	if r.affinity == 0 && s.cfg.Router != RouteLeastLoaded {
 		for range es {
 			e := es[r.m.rr%len(es)]
 			r.m.rr++
