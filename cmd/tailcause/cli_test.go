@@ -139,6 +139,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{[]string{"topics", "--timeout", "0s"}, "--timeout 0s: must be positive"},
 		{[]string{"migrate", "--print", "--check"}, "--print and --check: pick one"},
 		{[]string{"eval", "--min-effect", "-1"}, "--min-effect -1: want a P99 ratio of at least 1"},
+		{[]string{"eval", "--router", "sticky"}, `--router "sticky": want one of [round-robin random least-loaded] or mixed`},
 		{rank("--scope", "model="), `scope "model=": model has no value`},
 		{[]string{"causal", "--scope", "model=llama,host="}, "host has no value"},
 		{[]string{"enrich", "--no-migrate=maybe"}, `invalid boolean value "maybe" for -no-migrate`},

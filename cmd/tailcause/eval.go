@@ -38,7 +38,7 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	minEffect := fs.Float64("min-effect", 1.3, "a drawn fault must lift its own engines' P99 by this factor; weaker draws are strengthened, and runs that stay weaker are not scored")
 	router := fs.String("router", "round-robin", "the fault lab's routers: round-robin, random (a Kubernetes Service), least-loaded (an inference gateway), or mixed (one drawn per seed); a robustness check of the same seeds' fleets and faults with their requests routed otherwise (keep its databases under their own --database)")
 	keep := fs.Bool("keep", false, "keep each run's database (<database>_eval_<seed>_<question>)")
-	reuse := fs.Bool("reuse", false, "ask the databases an earlier --keep run kept (same --database, --seeds or --set/--runs, --duration, --min-effect) again with this analyzer instead of running the lab: only the truth is simulated again, in memory (the lab is deterministic); they stay kept")
+	reuse := fs.Bool("reuse", false, "ask the databases an earlier --keep run kept (same --database, --seeds or --set/--runs, --duration, --min-effect, --router) again with this analyzer instead of running the lab: only the truth is simulated again, in memory (the lab is deterministic); they stay kept")
 	jsonOut := fs.String("json", "", "also write every run's result as JSON to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause eval [flags]\n\nScore the culprit ranking on randomized fault-lab fleets run through Kafka, enrich and ClickHouse, asked fleet-wide.\nThe tables go to stdout, one progress line per run to stderr.\n\nflags:")
