@@ -82,6 +82,7 @@ type e2eSnapshot struct {
 	at                time.Time
 	requests, samples int64
 	cpu               testkit.CPUReading
+	metered           bool // cpu was read at this snapshot
 }
 
 // e2eWindow is a sustained rate: rows written between the 10% and 90%
@@ -114,29 +115,37 @@ func cpuTotal(r testkit.CPUReading) time.Duration {
 
 // window finds the sustained rate of the counter picked by n between the
 // first snapshots at which it reached 10% and 90% of want.
+// Only a snapshot whose CPU was read can bound it (crossed picks those).
 func window(snaps []e2eSnapshot, want int64, n func(e2eSnapshot) int64) (e2eWindow, bool) {
+	from, to := windowMarks(want)
 	lo, hi := -1, -1
 	for i, s := range snaps {
-		if lo < 0 && n(s) >= want/10 {
+		if lo < 0 && n(s) >= from {
 			lo = i
 		}
-		if n(s) >= want*9/10 {
+		if n(s) >= to {
 			hi = i
 			break
 		}
 	}
-	if lo < 0 || hi <= lo {
+	if lo < 0 || hi <= lo || !snaps[lo].metered || !snaps[hi].metered {
 		return e2eWindow{}, false
 	}
 	a, z := snaps[lo], snaps[hi]
 	return e2eWindow{rows: n(z) - n(a), wall: z.at.Sub(a.at), cpu: z.cpu.Since(a.cpu)}, true
 }
 
+// windowMarks are the counts that bound a measured window: 10% and 90% of
+// want.
+func windowMarks(want int64) (from, to int64) { return want / 10, want * 9 / 10 }
+
 // crossed reports whether a snapshot at these counts is the first at or
 // past one of window's marks (10% and 90% of want, for the requests and
 // for the samples) and records the marks it passed.
 func crossed(marks *[4]bool, req, wantReq, smp, wantSmp int64) bool {
-	at := [4]bool{req >= wantReq/10, req >= wantReq*9/10, smp >= wantSmp/10, smp >= wantSmp*9/10}
+	rLo, rHi := windowMarks(wantReq)
+	sLo, sHi := windowMarks(wantSmp)
+	at := [4]bool{req >= rLo, req >= rHi, smp >= sLo, smp >= sHi}
 	first := false
 	for i, ok := range at {
 		if ok && !marks[i] {
@@ -281,7 +290,7 @@ func runEndToEnd(b testing.TB, w e2eWorkload) e2eResult {
 	for {
 		s := e2eSnapshot{at: time.Now(), requests: p.C.Requests.Load(), samples: p.C.Samples.Load()}
 		if crossed(&marks, s.requests, requests, s.samples, points) {
-			s.cpu = meter.Read()
+			s.cpu, s.metered = meter.Read(), true
 		}
 		snaps = append(snaps, s)
 		if s.requests >= requests && s.samples >= points {
