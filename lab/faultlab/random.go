@@ -16,9 +16,10 @@ import (
 )
 
 // RandomOptions shape the cases RandomCase draws. The options change where
-// the question window sits in the run, never what is drawn: the same seed
-// gives the same fleet, fault (cause, target, magnitude, onset and duration
-// relative to the window) and decoys whatever the options.
+// the question window sits in the run (and Router, how requests are
+// routed), never what is drawn: the same seed gives the same fleet, fault
+// (cause, target, magnitude, onset and duration relative to the window)
+// and decoys whatever the options.
 type RandomOptions struct {
 	// Window is the part of the run a question covers (default 30m). The
 	// fault's onset falls in 10–60% of it.
