@@ -337,6 +337,9 @@ func (r *run) attribute() error {
 				return err
 			}
 		}
+		if c.cand.Skipped == "" && c.node.Cause == schemas.CausePrefixMiss {
+			r.judgeDilution(c)
+		}
 	}
 	share := r.focusTailShare()
 	for _, c := range r.all() {
@@ -390,6 +393,39 @@ func isCulprit(cause Cause, e stats.CauseEstimate, minAF float64) bool {
 		ok = ok && e.EffectCI[0] > 0
 	}
 	return ok
+}
+
+// judgeDilution tells a prefix cache that stopped hitting from one whose
+// hit ratio fell because the prompts it was given grew: the ratio is
+// cached tokens over queried (prompt) tokens, and the engine's own
+// counters say how much of its fall the longer prompts make on their own
+// (promptShift.grownShare). From MediatedShare of the fall on, the
+// cache hit as many tokens per request as before and the misses are a
+// symptom of the prompts (Candidate.Symptom): they rank below the
+// culprits of those prompts on the same engine. Tuning seeds 7844 and
+// 7934 (least-loaded and random routing): a pod given its model's long
+// prompts (engine.prefill_interference), its hit ratio diluted, ranked
+// prefix_cache.miss first. A cache that stops hitting, or that a full KV
+// cache evicts (its preempted prompts recomputed and queried again), hits
+// fewer tokens of prompts as long as before: no dilution (tuning seed
+// 7715, a pod's KV cache cut, judged by the queried tokens per request).
+// Nothing is judged without a baseline or the counters.
+func (r *run) judgeDilution(c *causeRun) {
+	if r.base == nil {
+		return
+	}
+	ps, err := r.promptShiftOn(c.cand.Entity)
+	if err != nil {
+		r.note("prompt counters: %v", err)
+		return
+	}
+	share := ps.grownShare()
+	if !(share >= MediatedShare) {
+		return
+	}
+	c.cand.Symptom = true
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("prompt tokens per request ×%.2f of the baseline's, queried ×%.2f and cached ×%.2f: the longer prompts make %.0f%% of the hit ratio's fall; the misses rank below the culprits of the prompts it was given",
+		ps.perRequest, ps.queried, ps.cached, 100*share))
 }
 
 // judgeDemand tells a queue that more work built from one that slower

@@ -819,7 +819,7 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		if in/inN < 3*out/outN {
 			return false
 		}
-		return !r.othersExposed(in/inN, out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb)
+		return !r.othersExposed(in/inN, out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb) && !r.othersLevelRose(c, es)
 	}
 	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when
@@ -901,6 +901,64 @@ func (r *run) othersExposed(inRate, winRate, baseExp, baseN float64) bool {
 	baseRate := baseExp / baseN
 	return winRate >= OthersExposedRise*baseRate && winRate-baseRate >= OthersExposedMin && winRate >= OthersExposedOfEntity*inRate
 }
+
+// othersLevelRose reports whether the level a threshold exposure reads
+// (the node's expression: KV usage for kv_usage_max >= 0.9) rose on the
+// scope's other entities (not es) from the baseline to the window: to at
+// least OthersExposedRise times its baseline mean and by at least
+// OthersLevelMin. A model-wide cut of the KV cache under least-loaded
+// routing fills the cache of the engine the router favours past the
+// threshold while its peers' usage climbs toward it without crossing
+// (tuning seeds 7596 and 7731: peers ×25–30, to 0.06–0.15, none exposed;
+// the culprit went to one pod). Load moved off one slow engine raises its
+// peers' usage by about the load's share. False for a node without a
+// threshold exposure (its exposure is its level above the baseline's P95,
+// which othersExposed already reads), without a baseline, or without
+// enough rows; memoized per cause and entity set.
+func (r *run) othersLevelRose(c *causeRun, es []*entityStats) bool {
+	if r.base == nil || c.continuous || c.node.Exposed == "" || c.node.Expr == "" || len(es) == 0 {
+		return false
+	}
+	var on []string
+	for _, e := range es {
+		switch c.kind {
+		case kindEngine:
+			on = append(on, r.onEngineSQL(e))
+		case kindGPU:
+			on = append(on, "gpu = "+dag.QuoteString(e.key))
+		default:
+			return false
+		}
+	}
+	key := "level\x00" + c.node.Name + "\x00" + strings.Join(on, "\x00")
+	if v, ok := r.mediated[key]; ok {
+		return v
+	}
+	x := "toFloat64(" + c.node.Expr + ")"
+	others := "NOT (" + strings.Join(on, " OR ") + ") AND isFinite(" + x + ")"
+	q := fmt.Sprintf(`SELECT toFloat64(avgIf(%[1]s, %[2]s AND %[3]s)), toFloat64(avgIf(%[1]s, %[4]s AND %[3]s)), toFloat64(countIf(%[2]s AND %[3]s)), toFloat64(countIf(%[4]s AND %[3]s))
+FROM %[5]s WHERE %[6]s`, x, r.inWin(), others, inInterval(*r.base), r.table(), r.pooledWhere())
+	v, err := r.floats("peer levels", q, 4)
+	rose := false
+	switch {
+	case err != nil:
+		r.note("peer levels of %s: %v", c.node.Name, err)
+	case v[2] >= float64(r.cfg.MinEntityRows) && v[3] >= float64(r.cfg.MinEntityRows):
+		rose = v[0] >= OthersExposedRise*v[1] && v[0]-v[1] >= OthersLevelMin
+		r.note("%s on the other %ss: mean %.3g in the window vs %.3g in the baseline", c.node.Expr, c.kind, v[0], v[1])
+	}
+	if r.mediated == nil {
+		r.mediated = map[string]bool{}
+	}
+	r.mediated[key] = rose
+	return rose
+}
+
+// OthersLevelMin is how much a threshold exposure's level must rise on
+// the other entities, in the node's units (KV usage: 5 points of the
+// cache), besides OthersExposedRise times, for the mechanism to be the
+// scope's (othersLevelRose).
+const OthersLevelMin = 0.05
 
 // OthersExposedRise, OthersExposedMin and OthersExposedOfEntity: how much
 // the other entities' exposure must rise from the baseline, and how close

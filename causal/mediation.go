@@ -182,6 +182,24 @@ func (p promptShift) dilutedShare() float64 {
 	return math.Max(0, math.Min(1, dlogQ/fall))
 }
 
+// grownShare is dilutedShare with the prompts' own growth: the prompt
+// tokens per finished request (counted once per request, at its first
+// token) in place of the queried tokens per request, which a preemption's
+// recompute queries again. A full KV cache that evicts the cached prefixes
+// and recomputes the preempted prompts queries more tokens per request
+// and hits fewer, with prompts as long as before: share 0. NaN when the
+// ratio did not fall, the prompts did not grow or a counter is missing.
+func (p promptShift) grownShare() float64 {
+	if !(p.cached > 0 && p.queried > 0 && p.perRequest > 1) {
+		return math.NaN()
+	}
+	fall := math.Log(p.queried) - math.Log(p.cached)
+	if !(fall > 0) {
+		return math.NaN()
+	}
+	return math.Max(0, math.Min(1, math.Log(p.perRequest)/fall))
+}
+
 // loadShare is the share of the rise of the prompt tokens prefilled per
 // second that longer prompts make: tokens per second = finished requests
 // per second × tokens per request, so on the log scale the tokens per
