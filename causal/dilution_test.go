@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -69,16 +70,7 @@ func TestPromptShift(t *testing.T) {
 			if err := batch.Send(); err != nil {
 				t.Fatal(err)
 			}
-			a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := a.newRun(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := window(0, 30*time.Minute)
-			r.win, r.base = window(30*time.Minute, time.Hour), &base
+			r := hourRun(ctx, t, st)
 			ps, err := r.promptShiftOn(Entity{Model: "llama-3-8b"})
 			if err != nil {
 				t.Fatal(err)
@@ -103,4 +95,22 @@ func TestPromptShift(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hourRun is a run of an analyzer of st over the llama-3-8b scope of an
+// hour of synthetic rows: the last 30 minutes its window, the first 30 its
+// baseline.
+func hourRun(ctx context.Context, t *testing.T, st *chstore.Store) *run {
+	t.Helper()
+	a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.newRun(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := window(0, 30*time.Minute)
+	r.win, r.base = window(30*time.Minute, time.Hour), &base
+	return r
 }

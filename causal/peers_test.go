@@ -52,20 +52,11 @@ func TestOthersLevelRose(t *testing.T) {
 			if err := batch.Send(); err != nil {
 				t.Fatal(err)
 			}
-			a, err := NewAnalyzer(StoreDB(st), DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := a.newRun(ctx, Request{SLO: SLO{Scope: llama}, Window: window(30*time.Minute, time.Hour)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := window(0, 30*time.Minute)
-			r.win, r.base = window(30*time.Minute, time.Hour), &base
+			r := hourRun(ctx, t, st)
 			if !tc.baseline {
 				r.base = nil
 			}
-			node, ok := a.dag.Node("kv_usage")
+			node, ok := r.a.dag.Node("kv_usage")
 			if !ok {
 				t.Fatal("no kv_usage node")
 			}
