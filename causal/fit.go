@@ -914,10 +914,14 @@ func (r *run) othersExposed(inRate, winRate, baseExp, baseN float64) bool {
 // peers' usage by about the load's share. False for a node without a
 // threshold exposure (its exposure is its level above the baseline's P95,
 // which othersExposed already reads), without a baseline, or without
-// enough rows; memoized per cause and entity set.
+// enough rows, and for an indicator node (thermal, power cap, XID), whose
+// mean is the exposure rate; memoized per cause and entity set.
 func (r *run) othersLevelRose(c *causeRun, es []*entityStats) bool {
 	if r.base == nil || c.continuous || c.node.Exposed == "" || c.node.Expr == "" || len(es) == 0 {
 		return false
+	}
+	if c.node.Expr == "toFloat64("+c.node.Exposed+")" {
+		return false // an indicator: its mean is the exposure rate othersExposed reads
 	}
 	var on []string
 	for _, e := range es {

@@ -64,6 +64,14 @@ func TestOthersLevelRose(t *testing.T) {
 			if got := r.othersLevelRose(c, []*entityStats{{key: "node-1/vllm-0/0"}}); got != tc.want {
 				t.Errorf("othersLevelRose = %v, want %v (notes %q)", got, tc.want, r.notes)
 			}
+			// An indicator's mean is the exposure rate othersExposed reads.
+			xid, ok := r.a.dag.Node("xid")
+			if !ok {
+				t.Fatal("no xid node")
+			}
+			if r.othersLevelRose(&causeRun{node: xid, kind: kindGPU}, []*entityStats{{key: "GPU-0"}}) {
+				t.Error("othersLevelRose judged an indicator node")
+			}
 		})
 	}
 }
