@@ -170,17 +170,7 @@ type promptShift struct {
 // cache that stops hitting loses cached tokens per request with the
 // prompts unchanged: share 0. NaN when the ratio did not fall or a counter
 // is missing.
-func (p promptShift) dilutedShare() float64 {
-	if !(p.cached > 0 && p.queried > 0) {
-		return math.NaN()
-	}
-	dlogH, dlogQ := math.Log(p.cached), math.Log(p.queried)
-	fall := dlogQ - dlogH
-	if !(fall > 0) {
-		return math.NaN()
-	}
-	return math.Max(0, math.Min(1, dlogQ/fall))
-}
+func (p promptShift) dilutedShare() float64 { return p.shareOfFall(p.queried) }
 
 // grownShare is dilutedShare with the prompts' own growth: the prompt
 // tokens per finished request (counted once per request, at its first
@@ -190,14 +180,24 @@ func (p promptShift) dilutedShare() float64 {
 // and hits fewer, with prompts as long as before: share 0. NaN when the
 // ratio did not fall, the prompts did not grow or a counter is missing.
 func (p promptShift) grownShare() float64 {
-	if !(p.cached > 0 && p.queried > 0 && p.perRequest > 1) {
+	if !(p.perRequest > 1) {
+		return math.NaN()
+	}
+	return p.shareOfFall(p.perRequest)
+}
+
+// shareOfFall is the part of the hit ratio's fall on the log scale that a
+// growth of the tokens per request by grown makes, clipped to [0, 1]; NaN
+// when the ratio did not fall or a counter is missing.
+func (p promptShift) shareOfFall(grown float64) float64 {
+	if !(p.cached > 0 && p.queried > 0 && grown > 0) {
 		return math.NaN()
 	}
 	fall := math.Log(p.queried) - math.Log(p.cached)
 	if !(fall > 0) {
 		return math.NaN()
 	}
-	return math.Max(0, math.Min(1, math.Log(p.perRequest)/fall))
+	return math.Max(0, math.Min(1, math.Log(grown)/fall))
 }
 
 // loadShare is the share of the rise of the prompt tokens prefilled per
