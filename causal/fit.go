@@ -224,8 +224,12 @@ func (r *run) adjusterColumns(adjust []string) (regs, names []string, factors []
 			factors = append(factors, f)
 			continue
 		}
-		finite = append(finite, "isFinite("+n.Covariate()+")")
 		nq := r.quant[z]
+		if nq != nil && nq.nBase+nq.nWin == 0 {
+			// Adjusting for a node no request measures would leave no row.
+			return nil, nil, nil, nil, fmt.Errorf("%w: no request measures %s, which its adjustment set needs", errSkip, z)
+		}
+		finite = append(finite, "isFinite("+n.Covariate()+")")
 		var knots []float64
 		if nq != nil && len(nq.pooled) == len(gridProbs) {
 			knots = nq.knots(r.cfg.KnotQuantiles)

@@ -98,6 +98,7 @@ var requestCols = []colSpec[requestIn]{
 	col("engine_tps_age_ms", func(x *requestIn) float64 { return x.EngineTPSAgeMs }),
 	col("engine_mean_prompt_tokens", func(x *requestIn) float64 { return x.EngineMeanPromptTokens }),
 	col("engine_mean_output_tokens", func(x *requestIn) float64 { return x.EngineMeanOutputTokens }),
+	col("engine_step_tokens", func(x *requestIn) float64 { return x.EngineStepTokens }),
 	col("sm_clock_min_mhz", func(x *requestIn) float64 { return x.SMClockMinMHz }),
 	col("sm_clock_norm_mhz", func(x *requestIn) float64 { return x.SMClockNormMHz }),
 	col("sm_clock_ratio", func(x *requestIn) float64 { return x.SMClockRatio }),

@@ -34,7 +34,7 @@ func requestValuesRef(r *join.Row, now time.Time) []any {
 		r.RunningAtArrival, r.RunningAgeMs, r.WaitingAtArrival, r.WaitingAgeMs,
 		r.KVUsageAtArrival, r.KVUsageMax, r.KVUsageAgeMs, r.PreemptionsDuring, r.PreemptAgeMs,
 		r.PrefixHitRatio, r.PrefixAgeMs, r.EnginePromptTPS, r.EngineGenTPS, r.EngineTPSAgeMs,
-		r.EngineMeanPromptTokens, r.EngineMeanOutputTokens,
+		r.EngineMeanPromptTokens, r.EngineMeanOutputTokens, r.EngineStepTokens,
 		r.SMClockMinMHz, r.SMClockNormMHz, r.SMClockRatio, r.SMClockAgeMs,
 		r.ThrottleReasons, r.ThrottleAgeMs, r.GPUTempMaxC, r.GPUTempAgeMs, r.PowerMaxW, r.PowerAgeMs,
 		r.DRAMActiveMax, r.DRAMActiveAgeMs, r.PCIeBytesPerSMax, r.PCIeAgeMs, r.XIDLast, r.XIDAgeMs,

@@ -39,7 +39,7 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 	nanAll(&row.RunningAtArrival, &row.RunningAgeMs, &row.WaitingAtArrival, &row.WaitingAgeMs,
 		&row.KVUsageAtArrival, &row.KVUsageMax, &row.KVUsageAgeMs, &row.PreemptionsDuring, &row.PreemptAgeMs,
 		&row.PrefixHitRatio, &row.PrefixAgeMs, &row.EnginePromptTPS, &row.EngineGenTPS, &row.EngineTPSAgeMs,
-		&row.EngineMeanPromptTokens, &row.EngineMeanOutputTokens,
+		&row.EngineMeanPromptTokens, &row.EngineMeanOutputTokens, &row.EngineStepTokens,
 		&row.SMClockMinMHz, &row.SMClockNormMHz, &row.SMClockRatio, &row.SMClockAgeMs, &row.ThrottleAgeMs,
 		&row.GPUTempMaxC, &row.GPUTempAgeMs, &row.PowerMaxW, &row.PowerAgeMs, &row.DRAMActiveMax, &row.DRAMActiveAgeMs,
 		&row.PCIeBytesPerSMax, &row.PCIeAgeMs, &row.XIDAgeMs)
@@ -105,6 +105,15 @@ func (j *Joiner) fillEngineAndGPU(row *Row, p *pendingReq) {
 					if sum, ok := s.deltas(a, b); ok {
 						row.EngineMeanOutputTokens = sum / n
 					}
+				}
+			}
+		}
+		// The step size the average token was computed in: Σ count·bound²
+		// over Σ count·bound of the step-size histogram, whole deltas.
+		if s, sq := m[normalize.MetricStepTokens], m[normalize.MetricStepTokensSq]; s != nil && sq != nil {
+			if t, ok := s.deltas(a, b); ok && t > 0 {
+				if t2, ok := sq.deltas(a, b); ok {
+					row.EngineStepTokens = t2 / t
 				}
 			}
 		}

@@ -561,6 +561,51 @@ func TestJoinMixOverWholeIntervals(t *testing.T) {
 	near(t, "engine_mean_prompt_tokens (no request finished)", r.EngineMeanPromptTokens, math.NaN())
 }
 
+// TestJoinStepTokens: the step size a request ran under is the
+// token-weighted mean of the step-size histogram over the whole scrape
+// intervals it overlaps; NaN without the histogram.
+func TestJoinStepTokens(t *testing.T) {
+	b := base()
+	j := newJoiner(t)
+	// Per 10 s: 100 decode steps of ≤16 tokens and 4 budget-sized steps
+	// of ≤2048 before 20 s; after it, also 2 steps of ≤8192 each interval.
+	var sum, sq float64
+	for s := 0; s <= 40; s += 10 {
+		ts := b + uint64(s)*sec
+		j.AddSamples([]normalize.Sample{
+			engineSample(normalize.MetricStepTokens, normalize.Cumulative, ts, sum),
+			engineSample(normalize.MetricStepTokensSq, normalize.Cumulative, ts, sq),
+			engineSample(normalize.MetricRunning, normalize.Gauge, ts, 4),
+		})
+		sum += 100*16 + 4*2048
+		sq += 100*16*16 + 4*2048*2048
+		if s >= 20 {
+			sum += 2 * 8192
+			sq += 2 * 8192 * 8192
+		}
+	}
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{
+		request("before", b+11*sec, b+14*sec), request("after", b+31*sec, b+33*sec),
+	}}, Ref{0, 1})
+	rows := map[string]Row{}
+	for _, o := range j.Emit(true) {
+		rows[o.Row.UID] = o.Row
+	}
+	near(t, "before", rows["before"].EngineStepTokens, (100*16*16+4*2048*2048)/(100*16+4*2048.0))
+	near(t, "after", rows["after"].EngineStepTokens, (100*16*16+4*2048*2048+2*8192*8192)/(100*16+4*2048+2*8192.0))
+
+	j = newJoiner(t)
+	for s := 0; s <= 40; s += 10 {
+		j.AddSamples([]normalize.Sample{engineSample(normalize.MetricRunning, normalize.Gauge, b+uint64(s)*sec, 4)})
+	}
+	j.AddSpans(&normalize.Batch{Requests: []normalize.Request{request("other", b+11*sec, b+14*sec)}}, Ref{0, 1})
+	for _, o := range j.Emit(true) {
+		if v := o.Row.EngineStepTokens; !math.IsNaN(v) {
+			t.Errorf("an engine without the histogram: step tokens %v, want NaN", v)
+		}
+	}
+}
+
 // TestJoinEvictsIdleHosts: a flood of made-up host names fills the join
 // only up to MaxHosts (the rest is dropped and counted); once the event
 // clock has moved past the retention, the idle hosts are evicted and new

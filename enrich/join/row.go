@@ -36,16 +36,20 @@ type Row struct {
 	// request ran: prompt and output tokens per finished request, both
 	// apportioned that way.
 	EngineMeanPromptTokens, EngineMeanOutputTokens float64
-	SMClockMinMHz, SMClockNormMHz                  float64
-	SMClockRatio, SMClockAgeMs                     float64
-	ThrottleReasons                                uint32
-	ThrottleAgeMs                                  float64
-	GPUTempMaxC, GPUTempAgeMs                      float64
-	PowerMaxW, PowerAgeMs                          float64
-	DRAMActiveMax, DRAMActiveAgeMs                 float64
-	PCIeBytesPerSMax, PCIeAgeMs                    float64
-	XIDLast                                        uint32
-	XIDAgeMs                                       float64
+	// The token-weighted mean size (tokens) of the engine's steps over the
+	// scrape intervals the request ran through (vllm:iteration_tokens_total,
+	// whole deltas): large prefills batched with its decodes raise it.
+	EngineStepTokens               float64
+	SMClockMinMHz, SMClockNormMHz  float64
+	SMClockRatio, SMClockAgeMs     float64
+	ThrottleReasons                uint32
+	ThrottleAgeMs                  float64
+	GPUTempMaxC, GPUTempAgeMs      float64
+	PowerMaxW, PowerAgeMs          float64
+	DRAMActiveMax, DRAMActiveAgeMs float64
+	PCIeBytesPerSMax, PCIeAgeMs    float64
+	XIDLast                        uint32
+	XIDAgeMs                       float64
 
 	AttrKeys, AttrValues []string
 	KafkaPartition       int32

@@ -30,6 +30,10 @@ type metricSpec struct {
 	// keep (DCGM_EXP_XID_ERRORS_*{xid}); points of one placement and time
 	// are summed.
 	sumLabels bool
+	// hist: a cumulative histogram of tokens per engine step; each point
+	// gives two Cumulative samples, MetricStepTokens and MetricStepTokensSq
+	// (metric is unused).
+	hist bool
 }
 
 // lookupMetric maps a source metric name. Names may arrive with or without
@@ -64,6 +68,8 @@ func lookupMetric(name string) (metricSpec, bool) {
 		return eng(MetricGenerationTokens, Cumulative)
 	case "vllm:prompt_tokens_recomputed":
 		return eng(MetricRecomputedTokens, Cumulative)
+	case "vllm:iteration_tokens":
+		return metricSpec{family: FamilyEngine, kind: Cumulative, hist: true}, true
 	case "vllm:request_success":
 		// Split by finished_reason; the model keeps one series per engine.
 		return metricSpec{family: FamilyEngine, metric: MetricRequestSuccess, kind: Cumulative, sumLabels: true}, true
@@ -225,7 +231,8 @@ func (n *metricNormalizer) reject(reason, detail string) {
 }
 
 // metricShape is what normalization reads of a metric before its points:
-// its data type, name and point count, and whether it is a delta sum.
+// its data type, name and point count, and whether it is a delta sum (or
+// a delta histogram).
 type metricShape struct {
 	typ      pmetric.MetricType
 	name     string
@@ -238,7 +245,18 @@ type metricShape struct {
 func (n *metricNormalizer) start(m metricShape) (spec metricSpec, useStart, ok bool) {
 	switch m.typ {
 	case pmetric.MetricTypeGauge, pmetric.MetricTypeSum:
-	case pmetric.MetricTypeHistogram, pmetric.MetricTypeExponentialHistogram:
+	case pmetric.MetricTypeHistogram:
+		spec, ok = lookupMetric(m.name)
+		if !ok || !spec.hist {
+			n.ignore(IgnoredHistogram, m.points)
+			return metricSpec{}, false, false
+		}
+		if m.deltaSum {
+			n.ignore(IgnoredDeltaSum, m.points)
+			return metricSpec{}, false, false
+		}
+		return spec, true, true
+	case pmetric.MetricTypeExponentialHistogram:
 		n.ignore(IgnoredHistogram, m.points)
 		return metricSpec{}, false, false
 	case pmetric.MetricTypeSummary:
@@ -249,7 +267,7 @@ func (n *metricNormalizer) start(m metricShape) (spec metricSpec, useStart, ok b
 		return metricSpec{}, false, false
 	}
 	spec, ok = lookupMetric(m.name)
-	if !ok {
+	if !ok || spec.hist {
 		n.ignore(IgnoredUnknownMetric, m.points)
 		return metricSpec{}, false, false
 	}
@@ -316,6 +334,55 @@ func (n *metricNormalizer) sample(spec metricSpec, useStart bool, name string, p
 	return s, true
 }
 
+// histPoint is what normalization reads of a histogram data point.
+type histPoint struct {
+	flags       pmetric.DataPointFlags
+	time, start uint64
+	bounds      []float64 // explicit bounds, ascending
+	counts      []uint64  // per bucket (not cumulative), len(bounds)+1
+}
+
+// histSamples is point p of a step-size histogram (spec.hist) as its two
+// Cumulative samples without their placement (MetricStepTokens,
+// MetricStepTokensSq), or ok false when it is ignored or rejected (counted
+// here). A bucket stands for its upper bound, the +Inf bucket for twice the
+// last bound.
+func (n *metricNormalizer) histSamples(name string, p int, hp *histPoint) (sum, sq Sample, ok bool) {
+	if hp.flags.NoRecordedValue() {
+		n.ignore(IgnoredNoRecordedValue, 1)
+		return sum, sq, false
+	}
+	if hp.time == 0 {
+		n.reject("no_timestamp", fmt.Sprintf("metric %q point %d: zero timestamp",
+			truncUTF8(name, maxSpanNameInDetail), p))
+		return sum, sq, false
+	}
+	nb := len(hp.bounds)
+	if nb == 0 || len(hp.counts) != nb+1 {
+		n.ignore(IgnoredNoValue, 1)
+		return sum, sq, false
+	}
+	for i, b := range hp.bounds {
+		if !(b > 0) || math.IsInf(b, 0) || i > 0 && b <= hp.bounds[i-1] {
+			n.ignore(IgnoredNoValue, 1)
+			return sum, sq, false
+		}
+	}
+	var tot, tot2 float64
+	for i, c := range hp.counts {
+		le := 2 * hp.bounds[nb-1]
+		if i < nb {
+			le = hp.bounds[i]
+		}
+		tot += float64(c) * le
+		tot2 += float64(c) * le * le
+	}
+	sum = Sample{Family: FamilyEngine, Metric: MetricStepTokens, Kind: Cumulative, TimeNs: hp.time, StartNs: hp.start, Value: tot}
+	sq = sum
+	sq.Metric, sq.Value = MetricStepTokensSq, tot2
+	return sum, sq, true
+}
+
 // finish ends a metric whose samples start at index first.
 func (n *metricNormalizer) finish(spec metricSpec, first int) {
 	if spec.sumLabels {
@@ -336,6 +403,7 @@ func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
 		shape.deltaSum = m.Sum().AggregationTemporality() == pmetric.AggregationTemporalityDelta
 	case pmetric.MetricTypeHistogram:
 		shape.points = m.Histogram().DataPoints().Len()
+		shape.deltaSum = m.Histogram().AggregationTemporality() == pmetric.AggregationTemporalityDelta
 	case pmetric.MetricTypeExponentialHistogram:
 		shape.points = m.ExponentialHistogram().DataPoints().Len()
 	case pmetric.MetricTypeSummary:
@@ -343,6 +411,10 @@ func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
 	}
 	spec, useStart, ok := n.start(shape)
 	if !ok {
+		return
+	}
+	if spec.hist {
+		n.histogram(m.Histogram().DataPoints(), shape.name, res)
 		return
 	}
 	first := len(n.out.Samples)
@@ -379,6 +451,29 @@ func (n *metricNormalizer) metric(m pmetric.Metric, res *metricRes) {
 		n.out.Samples = append(n.out.Samples, s)
 	}
 	n.finish(spec, first)
+}
+
+// histogram normalizes the points of a step-size histogram.
+func (n *metricNormalizer) histogram(points pmetric.HistogramDataPointSlice, name string, res *metricRes) {
+	for p := 0; p < points.Len(); p++ {
+		dp := points.At(p)
+		sum, sq, ok := n.histSamples(name, p, &histPoint{
+			flags: dp.Flags(), time: uint64(dp.Timestamp()), start: uint64(dp.StartTimestamp()),
+			bounds: dp.ExplicitBounds().AsRaw(), counts: dp.BucketCounts().AsRaw(),
+		})
+		if !ok {
+			continue
+		}
+		var l engineLabels
+		for k, v := range dp.Attributes().All() {
+			if dst := l.field(k); dst != nil {
+				*dst = v.AsString()
+			}
+		}
+		sum.Model, sum.Placement = l.placement(res)
+		sq.Model, sq.Placement = sum.Model, sum.Placement
+		n.out.Samples = append(n.out.Samples, sum, sq)
+	}
 }
 
 // engineLabels are the labels of an engine point the model keeps.

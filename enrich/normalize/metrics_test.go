@@ -147,8 +147,15 @@ func TestMetricsKeyValues(t *testing.T) {
 	if s := findSample(t, vllm, MetricPrefixQueries, e0); s.Value != 1.2e6 {
 		t.Errorf("prefix_cache_queries without _total %+v", s)
 	}
-	if vllm.Ignored[IgnoredHistogram] != 2 || vllm.Ignored[IgnoredUnknownMetric] != 1 {
+	if vllm.Ignored[IgnoredHistogram] != 1 || vllm.Ignored[IgnoredUnknownMetric] != 1 {
 		t.Errorf("vllm ignored %v", vllm.Ignored)
+	}
+	// vllm:iteration_tokens_total, buckets ≤16, ≤512, ≤2048, +Inf: 40, 3, 2, 1.
+	if s := findSample(t, vllm, MetricStepTokens, e0); s.Value != 40*16+3*512+2*2048+1*4096 || s.Kind != Cumulative || s.StartNs == 0 || !cmp.Equal(s.Placement, wantEngine) {
+		t.Errorf("step tokens %+v", s)
+	}
+	if s := findSample(t, vllm, MetricStepTokensSq, e0); s.Value != 40*16*16+3*512*512+2*2048*2048+4096*4096 {
+		t.Errorf("step tokens² %+v", s)
 	}
 
 	sg := loadMetrics(t, "sglang_metrics.json")

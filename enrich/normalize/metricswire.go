@@ -221,6 +221,8 @@ type wireMetrics struct {
 	// starts at that capacity (the records of one fleet are alike) rather
 	// than growing metric by metric.
 	presize int
+	// A histogram point's bounds and bucket counts (histPoint), reused.
+	hist histPoint
 }
 
 // Record normalizes one Kafka record value holding an
@@ -502,10 +504,26 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 		}
 		v, _ := w.bytes()
 		if shape.typ == pmetric.MetricTypeHistogram {
-			if !checkHistogramPoint(v) {
+			if !use {
+				if !checkHistogramPoint(v) {
+					return false
+				}
+				continue // ignored, counted by start
+			}
+			if !wm.histPoint(v) {
 				return false
 			}
-			continue // ignored, counted by start
+			l, ok := wm.labels(res)
+			if !ok {
+				return false
+			}
+			if sum, sq, ok := wm.n.histSamples(shape.name, p, &wm.hist); ok {
+				sum.Model, sum.Placement = l.model, l.eng
+				sq.Model, sq.Placement = l.model, l.eng
+				wm.n.out.Samples = append(wm.n.out.Samples, sum, sq)
+			}
+			p++
+			continue
 		}
 		dp, ok := wm.point(v)
 		if !ok {
@@ -644,6 +662,82 @@ func (wm *wireMetrics) labels(res *metricRes) (pointLabels, bool) {
 // only counts: start_time_unix_nano 2, time_unix_nano 3, count 4, sum 5,
 // bucket_counts 6, explicit_bounds 7, attributes 9, flags 10, min 11,
 // max 12 (6 and 7 packed or not).
+// histPoint reads a HistogramDataPoint (start 2, time 3, count 4, sum 5,
+// bucket_counts 6, explicit_bounds 7, attributes 9, flags 10, min 11, max
+// 12; the repeated fields packed or not) into wm.hist, and its attributes
+// into wm.attrVals and wm.attrRun as point does; the fields
+// checkHistogramPoint accepts, else ok false (the payload goes to pdata).
+func (wm *wireMetrics) histPoint(b []byte) bool {
+	hp := &wm.hist
+	*hp = histPoint{bounds: hp.bounds[:0], counts: hp.counts[:0]}
+	wm.attrVals, wm.split = wm.attrVals[:0], false
+	from, to := -1, -1
+	w := wireMsg{b: b}
+	for w.more() {
+		at := w.pos
+		num, wt, ok := w.tag()
+		if !ok {
+			return false
+		}
+		switch {
+		case (num == 2 || num == 3 || num == 4 || num == 5 || num == 6 || num == 7 || num == 11 || num == 12) && wt == wtI64:
+			v, ok := w.fixed64()
+			if !ok {
+				return false
+			}
+			switch num {
+			case 2:
+				hp.start = v
+			case 3:
+				hp.time = v
+			case 6:
+				hp.counts = append(hp.counts, v)
+			case 7:
+				hp.bounds = append(hp.bounds, math.Float64frombits(v))
+			}
+		case (num == 6 || num == 7) && wt == wtLen:
+			v, ok := w.bytes()
+			if !ok || len(v)%8 != 0 {
+				return false
+			}
+			for i := 0; i < len(v); i += 8 {
+				x := binary.LittleEndian.Uint64(v[i:])
+				if num == 6 {
+					hp.counts = append(hp.counts, x)
+				} else {
+					hp.bounds = append(hp.bounds, math.Float64frombits(x))
+				}
+			}
+		case num == 9 && wt == wtLen:
+			v, ok := w.bytes()
+			if !ok {
+				return false
+			}
+			wm.attrVals = append(wm.attrVals, v)
+			switch {
+			case from < 0:
+				from = at
+			case to != at:
+				wm.split = true
+			}
+			to = w.pos
+		case num == 10 && wt == wtVarint:
+			v, ok := w.varint()
+			if !ok {
+				return false
+			}
+			hp.flags = pmetric.DataPointFlags(uint32(v))
+		default:
+			return false
+		}
+	}
+	wm.attrRun = nil
+	if from >= 0 {
+		wm.attrRun = b[from:to]
+	}
+	return true
+}
+
 func checkHistogramPoint(b []byte) bool {
 	w := wireMsg{b: b}
 	for w.more() {

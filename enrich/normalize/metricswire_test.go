@@ -145,6 +145,32 @@ func metricsProtoCases() map[string]pmetric.Metrics {
 		hp.Attributes().PutStr("model_name", "llama")
 		h.DataPoints().AppendEmpty()
 	})
+	add("step histogram", func(_ pmetric.ResourceMetrics, ms pmetric.MetricSlice) {
+		m := ms.AppendEmpty()
+		m.SetName("vllm:iteration_tokens_total")
+		h := m.SetEmptyHistogram()
+		h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		point := func(bounds []float64, counts []uint64) pmetric.HistogramDataPoint {
+			hp := h.DataPoints().AppendEmpty()
+			hp.SetTimestamp(ts)
+			hp.SetStartTimestamp(ts - 60e9)
+			hp.BucketCounts().FromRaw(counts)
+			hp.ExplicitBounds().FromRaw(bounds)
+			hp.Attributes().PutStr("model_name", "llama")
+			return hp
+		}
+		point([]float64{16, 2048}, []uint64{90, 9, 1}).Attributes().PutStr("engine", "1")
+		point([]float64{2048, 16}, []uint64{1, 1, 1})                                                          // bounds not ascending
+		point([]float64{16}, []uint64{1})                                                                      // a count short
+		point(nil, []uint64{4})                                                                                // no bounds
+		point([]float64{16}, []uint64{1, 2}).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true)) // stale
+		point([]float64{16}, []uint64{1, 2}).SetTimestamp(0)                                                   // no time
+		m = ms.AppendEmpty()
+		m.SetName("vllm:iteration_tokens")
+		d := m.SetEmptyHistogram()
+		d.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+		d.DataPoints().AppendEmpty().SetTimestamp(ts)
+	})
 	add("empty", func(pmetric.ResourceMetrics, pmetric.MetricSlice) {})
 	cases["no resources"] = pmetric.NewMetrics()
 	return cases

@@ -134,6 +134,13 @@ const (
 	MetricRecomputedTokens Metric = "recomputed_tokens" // counter, tokens
 	MetricRequestSuccess   Metric = "request_success"   // counter, finished requests (all finish reasons)
 	MetricBatchSize        Metric = "batch_size"        // gauge (TGI)
+	// From the histogram of tokens per engine step (vllm:iteration_tokens_total),
+	// each bucket's count times its upper bound (the +Inf bucket's: twice the
+	// last bound), and times its square. Their deltas' ratio is the
+	// token-weighted mean step size: how large the step is that the average
+	// token is computed in (large prefills batched with decodes).
+	MetricStepTokens   Metric = "step_tokens"    // counter, Σ count·bound
+	MetricStepTokensSq Metric = "step_tokens_sq" // counter, Σ count·bound²
 
 	MetricSMClock          Metric = "sm_clock_mhz"         // gauge
 	MetricMemClock         Metric = "mem_clock_mhz"        // gauge

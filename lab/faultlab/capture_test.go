@@ -114,6 +114,27 @@ func (c *capture) Metrics(_ context.Context, md pmetric.Metrics) error {
 		for _, sm := range rm.ScopeMetrics().All() {
 			for _, m := range sm.Metrics().All() {
 				var dps pmetric.NumberDataPointSlice
+				if m.Type() == pmetric.MetricTypeHistogram {
+					// Kept as its two moments, each bucket at its upper
+					// bound: the token-weighted mean step is their
+					// increases' ratio (enrich/normalize's reading).
+					for _, hp := range m.Histogram().DataPoints().All() {
+						var s1, s2 float64
+						b := hp.ExplicitBounds().AsRaw()
+						for i, n := range hp.BucketCounts().AsRaw() {
+							le := 2 * b[len(b)-1]
+							if i < len(b) {
+								le = b[i]
+							}
+							s1 += float64(n) * le
+							s2 += float64(n) * le * le
+						}
+						at := c.since(hp.Timestamp())
+						c.points = append(c.points, pointRec{name: m.Name() + ":s1", key: pod.Str(), at: at, value: s1},
+							pointRec{name: m.Name() + ":s2", key: pod.Str(), at: at, value: s2})
+					}
+					continue
+				}
 				switch m.Type() {
 				case pmetric.MetricTypeGauge:
 					dps = m.Gauge().DataPoints()

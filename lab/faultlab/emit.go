@@ -300,6 +300,27 @@ func (o *emitter) engineMetrics(e *engine) {
 	for i, v := range c.success {
 		point(succ, v, true).Attributes().PutStr("finished_reason", finishReason(i).String())
 	}
+	m := ms.AppendEmpty()
+	m.SetName("vllm:iteration_tokens_total")
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	hp := h.DataPoints().AppendEmpty()
+	hp.SetTimestamp(now)
+	hp.SetStartTimestamp(start)
+	var n uint64
+	counts := hp.BucketCounts()
+	counts.EnsureCapacity(len(c.steps))
+	for _, v := range c.steps {
+		counts.Append(uint64(v))
+		n += uint64(v)
+	}
+	hp.SetCount(n)
+	hp.SetSum(c.stepTokens)
+	hp.ExplicitBounds().FromRaw(stepTokenBounds[:])
+	hp.Attributes().PutStr("engine", "0")
+	hp.Attributes().PutStr("model_name", e.m.spec.Name)
+	o.npoints++
+	o.s.stats.points++
 }
 
 // dcgmMetrics is one scrape of a host's dcgm-exporter: one point per GPU

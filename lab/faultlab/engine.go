@@ -104,6 +104,24 @@ type engineCounters struct {
 	genTokens     float64
 	recomputed    float64
 	success       [3]float64 // stop, length, abort
+	// Steps by their token count, per bucket of stepTokenBounds (the last:
+	// above it): vllm:iteration_tokens_total.
+	steps      [len(stepTokenBounds) + 1]float64
+	stepTokens float64 // the histogram's sum
+}
+
+// stepTokenBounds are the buckets of vllm:iteration_tokens_total as vLLM
+// builds them (powers of two up to its largest step budgets).
+var stepTokenBounds = [...]float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+
+// countStep counts one step of n tokens in its bucket.
+func (c *engineCounters) countStep(n float64) {
+	i := 0
+	for i < len(stepTokenBounds) && n > stepTokenBounds[i] {
+		i++
+	}
+	c.steps[i]++
+	c.stepTokens += n
 }
 
 func newEngine(idx int, m *model, h *host, gs []*gpu, local int) *engine {

@@ -38,7 +38,7 @@ var (
 		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
 		"vllm:num_preemptions_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
 		"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prompt_tokens_recomputed_total",
-		"vllm:request_success_total",
+		"vllm:request_success_total", "vllm:iteration_tokens_total",
 	}
 	allowedDCGMMetrics = []string{
 		"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
@@ -183,6 +183,24 @@ func (n *nameCheck) Metrics(_ context.Context, md pmetric.Metrics) error {
 				}
 				counter := slices.Contains(vllmCounters, m.Name())
 				var dps pmetric.NumberDataPointSlice
+				if m.Name() == "vllm:iteration_tokens_total" {
+					h := m.Histogram()
+					if m.Type() != pmetric.MetricTypeHistogram || h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+						n.fail("%s: not a cumulative histogram (%v)", m.Name(), m.Type())
+						continue
+					}
+					for _, hp := range h.DataPoints().All() {
+						n.keys(m.Name(), hp.Attributes(), labels)
+						var total uint64
+						for _, c := range hp.BucketCounts().All() {
+							total += c
+						}
+						if hp.BucketCounts().Len() != hp.ExplicitBounds().Len()+1 || total != hp.Count() || hp.StartTimestamp() == 0 {
+							n.fail("%s: %d buckets for %d bounds, %d counted of %d, start %v", m.Name(), hp.BucketCounts().Len(), hp.ExplicitBounds().Len(), total, hp.Count(), hp.StartTimestamp())
+						}
+					}
+					continue
+				}
 				switch {
 				case counter && m.Type() == pmetric.MetricTypeSum:
 					s := m.Sum()

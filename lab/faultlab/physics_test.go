@@ -390,6 +390,14 @@ func TestFaultSignatures(t *testing.T) {
 			if !(d > 1.5*b) {
 				t.Errorf("%s: TPOT p99 %.0f → %.0f ms, want ×1.5", pod, 1000*b, 1000*d)
 			}
+			// vllm:iteration_tokens_total: the token-weighted mean step
+			// grows with the budget (large prefills in one step).
+			step := func(w [2]time.Duration) float64 {
+				return c.increase("vllm:iteration_tokens_total:s2", pod, w[0], w[1]) / c.increase("vllm:iteration_tokens_total:s1", pod, w[0], w[1])
+			}
+			if sb, sd := step(before), step(during); !(sd > 1.5*sb) {
+				t.Errorf("%s: token-weighted step %.0f → %.0f tokens, want ×1.5", pod, sb, sd)
+			}
 		}}},
 		{"xid_error", []check{func(t *testing.T, c *capture, tr *Truth, pod, gpu string) {
 			if m := gpuMedian(c, "DCGM_FI_DEV_XID_ERRORS", gpu); m != 13 {

@@ -756,6 +756,11 @@ func (s *sim) admitWaiting(e *engine, batch []*request, budget int32) []*request
 
 func (s *sim) launch(e *engine, batch []*request) {
 	c := e.cost(batch)
+	var tokens int32
+	for _, r := range batch {
+		tokens += r.numNew
+	}
+	e.cnt.countStep(float64(tokens))
 	dt := int64(c.dt * 1e9)
 	if dt < 1000 {
 		dt = 1000
