@@ -94,6 +94,35 @@ func TestSweepMemoryBandwidthOnOneGPU(t *testing.T) {
 	}
 }
 
+// Large prefills in one step on one pod among 12 (chunked prefill off:
+// its TPOT doubles while its prompt rate holds). With the engines' step
+// histogram the pod's steps, ×4, name engine.prefill_interference on it;
+// without one, no measured mechanism explains the slow pod and it is
+// entity.degraded.
+func TestSweepPrefillStepOnOnePod(t *testing.T) {
+	s := synthScenario{Seed: 41, Duration: time.Hour, Hosts: 6, GPUs: 2, RatePerS: 40, FaultFrom: 25 * time.Minute, StepTokens: true,
+		Faults: []synthFault{{Kind: "prefill_step", Host: 3, GPU: 1}}}
+	want := engineEntity(3, 1)
+	for _, tc := range []struct {
+		histogram bool
+		cause     schemas.Cause
+	}{{true, schemas.CausePrefillInterference}, {false, schemas.CauseEntityDegraded}} {
+		s.StepTokens = tc.histogram
+		res := sweepScenario(t, s, SweepRequest{Window: window(0, time.Hour)})
+		if len(res.Breaches) == 0 {
+			t.Fatalf("histogram %v: no breach; notes %q", tc.histogram, res.Notes)
+		}
+		in := res.Breaches[0].Incident
+		if len(in.Culprits) == 0 {
+			t.Fatalf("histogram %v: no culprit", tc.histogram)
+		}
+		top := in.Culprits[0]
+		if top.Cause != tc.cause || top.Entity.Pod != want.Pod {
+			t.Errorf("histogram %v: top culprit %s %+v, want %s on %s", tc.histogram, top.Cause, top.Entity, tc.cause, want.Pod)
+		}
+	}
+}
+
 // A prefix-cache loss on one pod among 48 for ten minutes of an hour: the
 // pod's own tail breaks, while the cause explains 0.016 of the model's
 // tail, below MinAF. Judged by the pod's share of the tail (minAF), it is

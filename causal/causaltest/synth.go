@@ -87,14 +87,20 @@ type Scenario struct {
 	// PCIeLevel is every GPU's mean PCIe traffic in bytes/s (0: 2 GB/s);
 	// an idle link's few MB/s with it.
 	PCIeLevel float64
-	FaultFrom time.Duration // offset from Start
-	FaultTo   time.Duration // 0: until the end
-	Faults    []Fault
+	// StepTokens writes engine_step_tokens (the engines export their step
+	// histogram; NaN otherwise, as without vllm:iteration_tokens_total): the
+	// token-weighted step about 1500 tokens, drifting slowly, and ×4 on a
+	// "prefill_step" fault. It draws no random number, so a scenario's
+	// other columns are the same with it or without.
+	StepTokens bool
+	FaultFrom  time.Duration // offset from Start
+	FaultTo    time.Duration // 0: until the end
+	Faults     []Fault
 }
 
 // Fault is one fault of a Scenario, acting on engine GPU of host Host.
 type Fault struct {
-	Kind   string // "kv", "kv_lost", "long_prompts", "thermal", "degraded", "pcie_harmless", "membw", "surge", "slow_queue", "prefix", "prefix_all"
+	Kind   string // "kv", "kv_lost", "long_prompts", "thermal", "degraded", "pcie_harmless", "membw", "surge", "slow_queue", "prefix", "prefix_all", "prefill_step"
 	Host   int
 	GPU    int
 	From   time.Duration // 0: scenario's FaultFrom
@@ -282,7 +288,7 @@ func (g *synthGen) next(max int) *synthBlock {
 		}
 		pcie := pcieLevel * (1 + 0.2*rng.NormFloat64())
 		dram := 0.4 + 0.05*rng.NormFloat64()
-		kvFault, kvLost, prefixFault, degraded, membw := false, false, false, 1.0, 1.0
+		kvFault, kvLost, prefixFault, degraded, membw, bigSteps := false, false, false, 1.0, 1.0, false
 		for _, f := range s.Faults {
 			if !s.active(f, off) {
 				continue
@@ -316,6 +322,10 @@ func (g *synthGen) next(max int) *synthBlock {
 					}
 					busy = degraded
 				}
+			case "prefill_step":
+				// Chunked prefill off on the engine: its prefills run in
+				// one step each, and the decodes batched with them stall.
+				bigSteps = bigSteps || on
 			case "degraded":
 				if on {
 					degraded = 2.2
@@ -367,6 +377,9 @@ func (g *synthGen) next(max int) *synthBlock {
 		kv := 0.28 + 0.015*running + 0.9*batchLong + prompt/40000 + 0.04*rng.NormFloat64()
 		preempt, preemptMS := 0.0, 0.0
 		tpotFactor := degraded * membw
+		if bigSteps {
+			tpotFactor *= 2
+		}
 		if s.LowKV {
 			kv /= 4
 		}
@@ -449,6 +462,13 @@ func (g *synthGen) next(max int) *synthBlock {
 		} {
 			b.f64[c] = append(b.f64[c], v)
 		}
+		if s.StepTokens {
+			step := 1500 * (1 + 0.1*math.Sin(g.t/97)) * (1 + 0.3*batchLong)
+			if bigSteps {
+				step *= 4
+			}
+			b.f64["engine_step_tokens"] = append(b.f64["engine_step_tokens"], step)
+		}
 		b.i64["prompt_tokens"] = append(b.i64["prompt_tokens"], int64(prompt))
 		b.i64["completion_tokens"] = append(b.i64["completion_tokens"], int64(completion))
 		b.u32["throttle_reasons"] = append(b.u32["throttle_reasons"], throttle)
@@ -477,11 +497,15 @@ func Insert(ctx context.Context, conn driver.Conn, s Scenario, blockRows int) (i
 }
 
 func insertBlock(ctx context.Context, conn driver.Conn, b *synthBlock) error {
-	batch, err := conn.PrepareBatch(ctx, "INSERT INTO requests ("+strings.Join(synthColumns, ", ")+")")
+	cols := synthColumns
+	if b.f64["engine_step_tokens"] != nil {
+		cols = append(cols[:len(cols):len(cols)], "engine_step_tokens")
+	}
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO requests ("+strings.Join(cols, ", ")+")")
 	if err != nil {
 		return fmt.Errorf("prepare synthetic insert: %w", err)
 	}
-	for i, c := range synthColumns {
+	for i, c := range cols {
 		if err := batch.Column(i).Append(b.column(c)); err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("append column %s: %w", c, err)
