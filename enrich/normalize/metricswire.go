@@ -210,6 +210,8 @@ type wireMetrics struct {
 	attrVals [][]byte
 	attrRun  []byte
 	split    bool
+	// Where the attributes read so far lie in the point's bytes (addAttr).
+	attrFrom, attrTo int
 	// labels' results for the current resource, by the bytes of a
 	// point's attributes: a scrape repeats each GPU's (or engine's) label
 	// set on every metric, byte for byte (dcgm-exporter: ~10 labels a
@@ -549,8 +551,7 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 // wm.attrVals and wm.attrRun, unread, for labels.
 func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 	var dp numberPoint
-	wm.attrVals, wm.split = wm.attrVals[:0], false
-	from, to := -1, -1
+	wm.startAttrs()
 	w := wireMsg{b: b}
 	for w.more() {
 		at := w.pos
@@ -564,14 +565,7 @@ func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 			if !ok {
 				return dp, false
 			}
-			wm.attrVals = append(wm.attrVals, v)
-			switch {
-			case from < 0:
-				from = at
-			case to != at:
-				wm.split = true
-			}
-			to = w.pos
+			wm.addAttr(v, at, w.pos)
 		case (num == 2 || num == 3 || num == 4 || num == 6) && wt == wtI64:
 			v, ok := w.fixed64()
 			if !ok {
@@ -597,11 +591,37 @@ func (wm *wireMetrics) point(b []byte) (numberPoint, bool) {
 			return dp, false
 		}
 	}
-	wm.attrRun = nil
-	if from >= 0 {
-		wm.attrRun = b[from:to]
-	}
+	wm.endAttrs(b)
 	return dp, true
+}
+
+// startAttrs begins a point's attributes: point and histPoint leave them
+// in attrVals, and in attrRun the run of the point's bytes they fill when
+// they are consecutive (split: they are not), for labels.
+func (wm *wireMetrics) startAttrs() {
+	wm.attrVals, wm.split = wm.attrVals[:0], false
+	wm.attrFrom, wm.attrTo = -1, -1
+}
+
+// addAttr adds the attribute KeyValue v, read from the point's bytes
+// [at, end).
+func (wm *wireMetrics) addAttr(v []byte, at, end int) {
+	wm.attrVals = append(wm.attrVals, v)
+	switch {
+	case wm.attrFrom < 0:
+		wm.attrFrom = at
+	case wm.attrTo != at:
+		wm.split = true
+	}
+	wm.attrTo = end
+}
+
+// endAttrs ends the attributes of point b.
+func (wm *wireMetrics) endAttrs(b []byte) {
+	wm.attrRun = nil
+	if wm.attrFrom >= 0 {
+		wm.attrRun = b[wm.attrFrom:wm.attrTo]
+	}
 }
 
 // pointLabels is what a point's attributes give its sample, for either
@@ -670,8 +690,7 @@ func (wm *wireMetrics) labels(res *metricRes) (pointLabels, bool) {
 func (wm *wireMetrics) histPoint(b []byte) bool {
 	hp := &wm.hist
 	*hp = histPoint{bounds: hp.bounds[:0], counts: hp.counts[:0]}
-	wm.attrVals, wm.split = wm.attrVals[:0], false
-	from, to := -1, -1
+	wm.startAttrs()
 	w := wireMsg{b: b}
 	for w.more() {
 		at := w.pos
@@ -713,14 +732,7 @@ func (wm *wireMetrics) histPoint(b []byte) bool {
 			if !ok {
 				return false
 			}
-			wm.attrVals = append(wm.attrVals, v)
-			switch {
-			case from < 0:
-				from = at
-			case to != at:
-				wm.split = true
-			}
-			to = w.pos
+			wm.addAttr(v, at, w.pos)
 		case num == 10 && wt == wtVarint:
 			v, ok := w.varint()
 			if !ok {
@@ -731,10 +743,7 @@ func (wm *wireMetrics) histPoint(b []byte) bool {
 			return false
 		}
 	}
-	wm.attrRun = nil
-	if from >= 0 {
-		wm.attrRun = b[from:to]
-	}
+	wm.endAttrs(b)
 	return true
 }
 
