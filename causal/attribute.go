@@ -340,6 +340,11 @@ func (r *run) attribute() error {
 		if c.cand.Skipped == "" && c.node.Cause == schemas.CausePrefixMiss {
 			r.judgeDilution(c)
 		}
+		if c.cand.Skipped == "" && c.node.Name == stepNode {
+			if err := r.judgeSteps(c); err != nil {
+				return err
+			}
+		}
 	}
 	share := r.focusTailShare()
 	for _, c := range r.all() {
@@ -426,6 +431,55 @@ func (r *run) judgeDilution(c *causeRun) {
 	c.cand.Symptom = true
 	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("prompt tokens per request ×%.2f of the baseline's, queried ×%.2f and cached ×%.2f: the longer prompts make %.0f%% of the hit ratio's fall; the misses rank below the culprits of the prompts it was given",
 		ps.perRequest, ps.queried, ps.cached, 100*share))
+}
+
+// stepNode is the node of the engine's step size (engine_step_tokens).
+const stepNode = "prefill_step"
+
+// judgeSteps tells larger steps that slowed an engine from an engine whose
+// slowness made its steps larger. A step's time grows at most in
+// proportion to its tokens, so steps that slowed the decodes batched with
+// them grow at least as the time per output token does, on the log
+// scale; an engine that is itself slower (a degraded engine, a queue, a
+// thrashing KV cache) takes longer steps, and more prompts wait for each:
+// its steps grow too, by less. Below MediatedShare of the TPOT's rise
+// (log step rise over log TPOT rise, on the culprit's rows, window over
+// baseline) the steps are a symptom (Candidate.Symptom) and rank below the
+// culprits on the same engine. On the tuning seeds' pods given large
+// prefills the share was 0.63–1.8 where the TPOT rose ×1.3 or more (7881
+// and 8125, TPOT ×107 and ×38, at 0.63 and 0.75); on degraded pods
+// 0.06–0.11 (7698, 7708, 7720, 7735: steps ×1.01–1.07, TPOT ×1.2–1.9); on
+// queues 0.12–0.44. Nothing is judged without a baseline, or where the
+// TPOT did not rise. The requests table is read, not the snapshot: it
+// holds no latency component but the outcome.
+func (r *run) judgeSteps(c *causeRun) error {
+	if r.base == nil {
+		return nil
+	}
+	both := "isFinite(tpot_ms) AND tpot_ms > 0 AND isFinite(engine_step_tokens) AND engine_step_tokens > 0"
+	avg := func(col, period string) string {
+		return fmt.Sprintf("toFloat64(avgIf(%s, %s AND %s))", col, period, both)
+	}
+	win, base := r.inWin(), inInterval(*r.base)
+	q := fmt.Sprintf("SELECT %s, %s, %s, %s\nFROM %s FINAL\nWHERE %s%s",
+		avg("tpot_ms", win), avg("tpot_ms", base), avg("engine_step_tokens", win), avg("engine_step_tokens", base),
+		r.a.cfg.Table, r.pooledWhere(), entityWhere(c.cand.Entity))
+	v, err := r.floats("step sizes", q, 4)
+	if err != nil {
+		return err
+	}
+	tpot, step := v[0]/v[1], v[2]/v[3]
+	if !(tpot > 1) || math.IsInf(tpot, 0) || !(step > 0) || math.IsInf(step, 0) {
+		return nil
+	}
+	share := math.Log(step) / math.Log(tpot)
+	if share >= MediatedShare {
+		return nil
+	}
+	c.cand.Symptom = true
+	c.cand.Evidence = append(c.cand.Evidence, fmt.Sprintf("the engine's steps ×%.2f of the baseline's, its time per output token ×%.2f: larger steps make at most %.0f%% of the slowdown; the steps rank below the culprits of a slower engine",
+		step, tpot, 100*math.Max(share, 0)))
+	return nil
 }
 
 // judgeDemand tells a queue that more work built from one that slower

@@ -98,27 +98,32 @@ func TestSweepMemoryBandwidthOnOneGPU(t *testing.T) {
 // its TPOT doubles while its prompt rate holds). With the engines' step
 // histogram the pod's steps, ×4, name engine.prefill_interference on it;
 // without one, no measured mechanism explains the slow pod and it is
-// entity.degraded.
+// entity.degraded. A degraded pod (×2.2) takes larger steps too (×1.27):
+// less than its TPOT's rise (judgeSteps), so it is entity.degraded.
 func TestSweepPrefillStepOnOnePod(t *testing.T) {
-	s := synthScenario{Seed: 41, Duration: time.Hour, Hosts: 6, GPUs: 2, RatePerS: 40, FaultFrom: 25 * time.Minute, StepTokens: true,
-		Faults: []synthFault{{Kind: "prefill_step", Host: 3, GPU: 1}}}
 	want := engineEntity(3, 1)
 	for _, tc := range []struct {
+		fault     string
 		histogram bool
 		cause     schemas.Cause
-	}{{true, schemas.CausePrefillInterference}, {false, schemas.CauseEntityDegraded}} {
-		s.StepTokens = tc.histogram
+	}{
+		{"prefill_step", true, schemas.CausePrefillInterference},
+		{"prefill_step", false, schemas.CauseEntityDegraded},
+		{"degraded", true, schemas.CauseEntityDegraded},
+	} {
+		s := synthScenario{Seed: 41, Duration: time.Hour, Hosts: 6, GPUs: 2, RatePerS: 40, FaultFrom: 25 * time.Minute, StepTokens: tc.histogram,
+			Faults: []synthFault{{Kind: tc.fault, Host: 3, GPU: 1}}}
 		res := sweepScenario(t, s, SweepRequest{Window: window(0, time.Hour)})
 		if len(res.Breaches) == 0 {
-			t.Fatalf("histogram %v: no breach; notes %q", tc.histogram, res.Notes)
+			t.Fatalf("%s, histogram %v: no breach; notes %q", tc.fault, tc.histogram, res.Notes)
 		}
 		in := res.Breaches[0].Incident
 		if len(in.Culprits) == 0 {
-			t.Fatalf("histogram %v: no culprit", tc.histogram)
+			t.Fatalf("%s, histogram %v: no culprit", tc.fault, tc.histogram)
 		}
 		top := in.Culprits[0]
 		if top.Cause != tc.cause || top.Entity.Pod != want.Pod {
-			t.Errorf("histogram %v: top culprit %s %+v, want %s on %s", tc.histogram, top.Cause, top.Entity, tc.cause, want.Pod)
+			t.Errorf("%s, histogram %v: top culprit %s %+v, want %s on %s", tc.fault, tc.histogram, top.Cause, top.Entity, tc.cause, want.Pod)
 		}
 	}
 }

@@ -89,8 +89,8 @@ type Scenario struct {
 	PCIeLevel float64
 	// StepTokens writes engine_step_tokens (the engines export their step
 	// histogram; NaN otherwise, as without vllm:iteration_tokens_total): the
-	// token-weighted step about 1500 tokens, drifting slowly, and ×4 on a
-	// "prefill_step" fault. It draws no random number, so a scenario's
+	// token-weighted step about 1500 tokens, drifting slowly, ×4 on a
+	// "prefill_step" fault and ×degraded^0.3 on a slow engine. It draws no random number, so a scenario's
 	// other columns are the same with it or without.
 	StepTokens bool
 	FaultFrom  time.Duration // offset from Start
@@ -463,7 +463,9 @@ func (g *synthGen) next(max int) *synthBlock {
 			b.f64[c] = append(b.f64[c], v)
 		}
 		if s.StepTokens {
-			step := 1500 * (1 + 0.1*math.Sin(g.t/97)) * (1 + 0.3*batchLong)
+			// A slower engine takes longer steps, and more prompts
+			// wait for each: its steps grow too, by less than its TPOT.
+			step := 1500 * (1 + 0.1*math.Sin(g.t/97)) * (1 + 0.3*batchLong) * math.Pow(degraded, 0.3)
 			if bigSteps {
 				step *= 4
 			}
