@@ -32,7 +32,9 @@ func benchData(b testing.TB, n int) (*Analyzer, Request) {
 	b.Helper()
 	ctx := context.Background()
 	st, have := benchStore(b, n)
-	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: float64(n) / 7200, FaultFrom: time.Hour,
+	// The engines export their step histogram (StepTokens), as vLLM's do:
+	// the prefill_step candidate is fitted and judged, not skipped.
+	s := synthScenario{Seed: 42, Start: synthStart, Duration: 2 * time.Hour, RatePerS: float64(n) / 7200, FaultFrom: time.Hour, StepTokens: true,
 		Faults: []synthFault{{Kind: "kv", Host: 1, GPU: 1}, {Kind: "thermal", Host: 2, GPU: 0}}}
 	if have == 0 {
 		t0 := time.Now()
