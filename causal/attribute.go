@@ -446,7 +446,7 @@ const stepNode = "prefill_step"
 // (log step rise over log TPOT rise, on the culprit's rows, window over
 // baseline) the steps are a symptom (Candidate.Symptom) and rank below the
 // culprits on the same engine. On the tuning seeds' pods given large
-// prefills the share was 0.63–1.8 where the TPOT rose ×1.3 or more (7881
+// prefills the share was 0.63–4.2 where the TPOT rose ×1.3 or more (7881
 // and 8125, TPOT ×107 and ×38, at 0.63 and 0.75); on degraded pods
 // 0.06–0.11 (7698, 7708, 7720, 7735: steps ×1.01–1.07, TPOT ×1.2–1.9); on
 // queues 0.12–0.44. Nothing is judged without a baseline, or where the

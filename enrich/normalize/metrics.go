@@ -192,7 +192,8 @@ type metricNormalizer struct {
 }
 
 // Metrics normalizes one OTLP metrics message into Samples. Unknown metric
-// names, histograms and summaries are counted in Ignored, never errors;
+// names, histograms (but vLLM's step-size histogram, two counters per
+// point: histSamples) and summaries are counted in Ignored, never errors;
 // points without a timestamp are rejected. The Batch does not alias md.
 func Metrics(md pmetric.Metrics) Batch {
 	n := metricNormalizer{}
