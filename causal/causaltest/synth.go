@@ -90,8 +90,9 @@ type Scenario struct {
 	// StepTokens writes engine_step_tokens (the engines export their step
 	// histogram; NaN otherwise, as without vllm:iteration_tokens_total): the
 	// token-weighted step about 1500 tokens, drifting slowly, ×4 on a
-	// "prefill_step" fault and ×degraded^0.3 on a slow engine. It draws no random number, so a scenario's
-	// other columns are the same with it or without.
+	// "prefill_step" fault and ×degraded^0.3 on a slow engine. It draws no
+	// random number, so a scenario's other columns are the same with it or
+	// without.
 	StepTokens bool
 	FaultFrom  time.Duration // offset from Start
 	FaultTo    time.Duration // 0: until the end

@@ -506,14 +506,18 @@ func (wm *wireMetrics) metric(b []byte, res *metricRes) bool {
 		}
 		v, _ := w.bytes()
 		if shape.typ == pmetric.MetricTypeHistogram {
-			if !use {
-				if !checkHistogramPoint(v) {
-					return false
-				}
-				continue // ignored, counted by start
-			}
 			if !wm.histPoint(v) {
 				return false
+			}
+			if !use {
+				// Ignored, counted by start; its attributes must still
+				// be what pdata reads alike.
+				for _, a := range wm.attrVals {
+					if _, ok := readKV(a); !ok {
+						return false
+					}
+				}
+				continue
 			}
 			l, ok := wm.labels(res)
 			if !ok {
@@ -678,15 +682,12 @@ func (wm *wireMetrics) labels(res *metricRes) (pointLabels, bool) {
 	return l, true
 }
 
-// checkHistogramPoint checks a HistogramDataPoint, which normalization
-// only counts: start_time_unix_nano 2, time_unix_nano 3, count 4, sum 5,
-// bucket_counts 6, explicit_bounds 7, attributes 9, flags 10, min 11,
-// max 12 (6 and 7 packed or not).
-// histPoint reads a HistogramDataPoint (start 2, time 3, count 4, sum 5,
-// bucket_counts 6, explicit_bounds 7, attributes 9, flags 10, min 11, max
-// 12; the repeated fields packed or not) into wm.hist, and its attributes
-// into wm.attrVals and wm.attrRun as point does; the fields
-// checkHistogramPoint accepts, else ok false (the payload goes to pdata).
+// histPoint reads a HistogramDataPoint (start_time_unix_nano 2,
+// time_unix_nano 3, count 4, sum 5, bucket_counts 6, explicit_bounds 7,
+// attributes 9, flags 10, min 11, max 12; 6 and 7 packed or not) into
+// wm.hist, and its attributes into wm.attrVals and wm.attrRun as point
+// does; any other field, or a wire error, is ok false (the payload goes to
+// pdata). Histograms normalization only counts are read the same way.
 func (wm *wireMetrics) histPoint(b []byte) bool {
 	hp := &wm.hist
 	*hp = histPoint{bounds: hp.bounds[:0], counts: hp.counts[:0]}
@@ -744,37 +745,6 @@ func (wm *wireMetrics) histPoint(b []byte) bool {
 		}
 	}
 	wm.endAttrs(b)
-	return true
-}
-
-func checkHistogramPoint(b []byte) bool {
-	w := wireMsg{b: b}
-	for w.more() {
-		num, wt, ok := w.tag()
-		if !ok {
-			return false
-		}
-		switch {
-		case (num == 2 || num == 3 || num == 4 || num == 5 || num == 6 || num == 7 || num == 11 || num == 12) && wt == wtI64:
-			_, ok = w.fixed64()
-		case (num == 6 || num == 7) && wt == wtLen:
-			var v []byte
-			v, ok = w.bytes()
-			ok = ok && len(v)%8 == 0
-		case num == 9 && wt == wtLen:
-			var v []byte
-			if v, ok = w.bytes(); ok {
-				_, ok = readKV(v)
-			}
-		case num == 10 && wt == wtVarint:
-			_, ok = w.varint()
-		default:
-			return false
-		}
-		if !ok {
-			return false
-		}
-	}
 	return true
 }
 
