@@ -86,9 +86,6 @@ func cmdEval(ctx context.Context, e *env, args []string) error {
 	if rp != faultlab.RouterMixed && !slices.Contains(faultlab.RouterPolicies(), rp) {
 		return fmt.Errorf("%w: --router %q: want one of %v or mixed", errUsage, *router, faultlab.RouterPolicies())
 	}
-	if *reuse && *detector {
-		return fmt.Errorf("%w: --reuse with --detector: the replayed detector writes incidents into the run's database; run the lab again for it", errUsage)
-	}
 	if *duration < 4*time.Minute {
 		return fmt.Errorf("%w: --duration %v: at least 4m (the healthy-before question's window is half of it)", errUsage, *duration)
 	}

@@ -527,7 +527,7 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 	}
 	r.SweepSeconds = time.Since(t1).Seconds()
 	if o.Detector && q == HealthyBefore {
-		d, err := replayDetector(ctx, an, db, ccfg.Table, o.DetectorConfig, truth, window, scorer)
+		d, err := replayDetector(ctx, st, ccfg, o.DetectorConfig, truth, window, replayDelay(c.Config), scorer)
 		if err != nil {
 			return fail(fmt.Errorf("detector replay: %w", err))
 		}
@@ -535,6 +535,58 @@ func RunOne(ctx context.Context, opts Options, seed uint64, q Question) (run Run
 	}
 	r.Seconds = time.Since(t0).Seconds()
 	return r
+}
+
+// replayTable is the table of the requests a replayed detector has seen
+// (replayDetector), in the run's database.
+const replayTable = "requests_replay"
+
+// replayView is the replay's view of a run's requests (replayTable): what
+// a live detector would have seen at the replay's clock.
+type replayView struct {
+	st    *chstore.Store
+	src   string        // the run's requests table
+	delay time.Duration // from a request's end to its row (replayDelay)
+	shown int64         // the requests that ended by this (ns, after 0) are in view
+}
+
+// newReplayView creates an empty replayTable shaped as src in st's
+// database, and empties its incident tables: a kept run asked again
+// (--reuse) starts from no incidents too.
+func newReplayView(ctx context.Context, st *chstore.Store, src string, delay time.Duration) (*replayView, error) {
+	prep := []string{"DROP TABLE IF EXISTS " + replayTable, fmt.Sprintf("CREATE TABLE %s AS %s", replayTable, src),
+		"TRUNCATE TABLE incidents", "TRUNCATE TABLE culprits"}
+	for _, stmt := range prep {
+		if err := st.Conn().Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("prepare the replay's tables: %w", err)
+		}
+	}
+	return &replayView{st: st, src: src, delay: delay}, nil
+}
+
+// show adds to the view the requests that ended by now − delay.
+func (v *replayView) show(ctx context.Context, now time.Time) error {
+	upTo := now.Add(-v.delay).UnixNano()
+	if upTo <= v.shown {
+		return nil
+	}
+	q := fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE end_ns > %d AND end_ns <= %d", replayTable, v.src, v.shown, upTo)
+	if err := v.st.Conn().Exec(ctx, q); err != nil {
+		return fmt.Errorf("show the requests that ended by %v: %w", now.Add(-v.delay).UTC(), err)
+	}
+	v.shown = upTo
+	return nil
+}
+
+// replayDelay is how long after its end a request of a run made with cfg
+// is in ClickHouse, live: the enricher writes it once its engine's next
+// scrape has come (every VLLMScrapeInterval) and its GPUs' or the GPU wait
+// (enrich/join's GPUWait, 10 s) has passed, whichever is later; at most
+// the scrape interval, so this is the detector's worst case. The live
+// benchmark measures the median at 10 s with 10-s scrapes
+// (BenchmarkLiveDetection).
+func replayDelay(cfg faultlab.Config) time.Duration {
+	return max(cfg.VLLMScrapeInterval, 10*time.Second)
 }
 
 // compareRankings is CompareRankings, with a panic turned into an error.
@@ -552,8 +604,28 @@ func compareRankings(ctx context.Context, an *causal.Analyzer, a *causal.Analysi
 // the lag) of data exists to the end of the run plus the lag, scopes
 // discovered as `tailcause causal` discovers them (one per model seen in the
 // newest window), incidents written to the run's database.
-func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, table string, cfg incident.LifecycleConfig, truth *faultlab.Truth, window causal.Interval, scorer *Scorer) (*DetectorRun, error) {
+//
+// At each round the detector sees only the requests it would see live: the
+// run's rows are all written before the replay, and a window selects its
+// requests by their start, so reading the requests table would show it
+// every request that started in the window, including the slow ones that
+// end minutes later: the very requests a live detector waits for. The
+// replay copies, before each round, the requests that had ended delay
+// before it (replayDelay: the enricher's wait for the next scrape) into a
+// table of its own (replayTable) and points the detector's analyzer at it.
+func replayDetector(ctx context.Context, st *chstore.Store, ccfg causal.Config, cfg incident.LifecycleConfig, truth *faultlab.Truth, window causal.Interval, delay time.Duration, scorer *Scorer) (*DetectorRun, error) {
 	t0 := time.Now()
+	src := ccfg.Table
+	ccfg.Table = replayTable
+	db := causal.StoreDB(st)
+	an, err := causal.NewAnalyzer(db, ccfg)
+	if err != nil {
+		return nil, err
+	}
+	view, err := newReplayView(ctx, st, src, delay)
+	if err != nil {
+		return nil, err
+	}
 	lc, err := incident.NewLifecycle(an, db, cfg)
 	if err != nil {
 		return nil, err
@@ -565,7 +637,7 @@ func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, tabl
 	}
 	var now time.Time
 	slos := func(ctx context.Context) ([]causal.SLO, error) {
-		found, _, err := causal.DiscoverScopes(ctx, db, table, "model", now.Add(-cfg.Lag-cfg.Window), now, an.Config().MaxScopes)
+		found, _, err := causal.DiscoverScopes(ctx, db, replayTable, "model", now.Add(-cfg.Lag-cfg.Window), now, an.Config().MaxScopes)
 		if err != nil {
 			return nil, err
 		}
@@ -586,6 +658,9 @@ func replayDetector(ctx context.Context, an *causal.Analyzer, db causal.DB, tabl
 	})
 	for now = truth.Start.Add(cfg.Window + cfg.Lag); !now.After(truth.End.Add(cfg.Lag)); now = now.Add(cfg.Interval) {
 		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := view.show(ctx, now); err != nil {
 			return nil, err
 		}
 		for _, tr := range lc.Round(ctx, slos, now) {
