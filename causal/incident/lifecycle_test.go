@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -608,5 +609,44 @@ func BenchmarkRoundParallel(b *testing.B) {
 				b.ReportMetric(float64(perOp)/float64(seq), "x-sequential")
 			}
 		})
+	}
+}
+
+// A new breach opens its incident only once it has been found in
+// ConfirmAfter evaluations of its scope in a row: one found once (a chance
+// crossing of its level) opens nothing, and its count starts over when an
+// evaluation does not find it; one that continues an open incident needs
+// no confirmation. Too few requests keeps the count.
+func TestLifecycleConfirm(t *testing.T) {
+	slo := causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: llama}
+	pod := &causal.Where{Level: causal.LevelEngine, Entity: causal.Entity{Host: "h1", Pod: "p1", Engine: "0"}}
+	breach := &causal.Analysis{Incident: causal.Incident{IncidentID: "inc-p1", Status: causal.StatusFiring, SLO: slo, Breach: pod,
+		Window: window(0, time.Minute), Method: causal.Method{Estimator: causal.Estimator, DAG: "default@1", Version: "test"},
+		Culprits: []causal.Culprit{{Rank: 1, Cause: schemas.CauseKVPreemption, Entity: causal.Entity{Host: "h1", Pod: "p1", Engine: "0"}, AdjustedFor: []string{}, Evidence: []string{}, ExemplarTraceIDs: []string{}}}}}
+	found := scopeSweep{sw: &causal.SweepResult{Breaches: []*causal.Analysis{breach}}}
+	none := scopeSweep{sw: &causal.SweepResult{}}
+	few := scopeSweep{sw: &causal.SweepResult{Insufficient: []map[string]string{llama}}}
+	l := &Lifecycle{store: &memIncidents{}, cfg: LifecycleConfig{ConfirmAfter: 2, ResolveAfter: 2, UpdateAfter: 1}, log: slog.New(slog.DiscardHandler),
+		open: map[string]*openIncident{}, confirming: map[string]int{}}
+	var kinds []string
+	for i, s := range []scopeSweep{found, none, found, few, found, found, none, found, none, none} {
+		trs, err := l.decide(context.Background(), slo, s, causaltest.Start.Add(time.Duration(i)*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := "-" // nothing written: no transition, or TransitionNone
+		for _, tr := range trs {
+			if tr.Kind != TransitionNone {
+				k = tr.Kind
+			}
+		}
+		kinds = append(kinds, k)
+	}
+	want := []string{"-", "-", "-", "-", TransitionOpen, "-", "-", "-", "-", TransitionResolve}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("transitions %q, want %q", kinds, want)
+	}
+	if len(l.confirming) != 0 {
+		t.Errorf("breaches still counted after the incident resolved: %v", l.confirming)
 	}
 }

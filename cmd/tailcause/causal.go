@@ -35,6 +35,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&lcfg.MinWindow, "min-window", lcfg.MinWindow, "shortest window an evaluation analyzes")
 	fs.IntVar(&lcfg.WindowRequests, "window-requests", lcfg.WindowRequests, "size each window to hold about this many requests of its scope, within [min-window, window] (0: always --window)")
 	fs.DurationVar(&lcfg.Lag, "lag", lcfg.Lag, "end each window at least this long before now; it also ends no later than the newest request written (the enricher's progress)")
+	fs.IntVar(&lcfg.ConfirmAfter, "confirm-after", lcfg.ConfirmAfter, "open an incident once its breach has been found in this many evaluations in a row (1: at once)")
 	fs.IntVar(&lcfg.ResolveAfter, "resolve-after", lcfg.ResolveAfter, "resolve an incident after this many evaluations in a row without its breach (too few requests keeps the state)")
 	fs.IntVar(&lcfg.UpdateAfter, "update-after", lcfg.UpdateAfter, "write a new top culprit once it has held for this many evaluations in a row")
 	fs.Var(&scopes, "scope", "k=v[,k=v]: one scope to watch (repeatable: one scope each); default: one per --scope-by value seen recently")
