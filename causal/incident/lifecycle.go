@@ -43,9 +43,8 @@ type LifecycleConfig struct {
 	// and a breach is a test at a level: a fault-free fleet crosses it now
 	// and then for one evaluation, by chance, where a fault holds it. On
 	// 30 fault-free tuning fleets replayed in simulated time (seeds
-	// 8412–8694) the detector opened 18 incidents in 7.5 hours at 1; see
-	// README's seventeenth session for the figures at 2. It costs one
-	// Interval on the first page. A breach that continues an open
+	// 8412–8694) the detector opened 18 incidents in 7.5 hours at 1, 7 at
+	// 2 (with the 10-s Interval). It costs one Interval on the first page. A breach that continues an open
 	// incident at another level of its scope needs no confirmation.
 	// Zero means 1 (open on the first finding).
 	ConfirmAfter int
@@ -131,7 +130,8 @@ type openIncident struct {
 // Lifecycle runs the scheduled mode: per scope, every interval, sweep the
 // newest window (causal.Analyzer.Sweep: the scope's quantile, and every engine
 // and host of it against its peers); open one incident per breach (the
-// scope, or an entity far worse than its peers), write a new version when
+// scope, or an entity far worse than its peers) once it has been found in
+// ConfirmAfter evaluations in a row, write a new version when
 // the top culprit changed and held, resolve after ResolveAfter
 // evaluations in a row without that breach. A round sweeps up to
 // causal.Config.SweepParallel scopes at once and applies the rules one scope

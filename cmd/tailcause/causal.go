@@ -43,7 +43,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	baseline := fs.Duration("baseline", causal.DefaultConfig().BaselineLength, "default baseline: this long before the window")
 	parallel := fs.Int("sweep-parallel", causal.DefaultConfig().SweepParallel, "sweep this many scopes of a round at once, each in a session of its own (fewer scopes share the rest among their entity breaches); the incidents are still opened, updated and resolved one scope after another in scope order: the same incidents as 1")
 	maxScopes := fs.Int("max-scopes", causal.DefaultConfig().MaxScopes, "watch at most this many of the scopes --scope-by finds, the busiest in the newest window (a warning names the cut); also the most models one sweep examines")
-	once := fs.Bool("once", false, "evaluate once and exit")
+	once := fs.Bool("once", false, "evaluate once and exit (a breach found opens its incident: one evaluation is the whole judgement, whatever --confirm-after says)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: tailcause causal [flags]\n\nWatch the tail latency of each scope; open, update and resolve incidents with ranked culprits.\n\nflags:")
 		fs.PrintDefaults()
@@ -53,6 +53,9 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	}
 	if err := lcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *once {
+		lcfg.ConfirmAfter = 1
 	}
 	cfg := causal.DefaultConfig()
 	cfg.Version, cfg.Logger, cfg.BaselineLength, cfg.SweepParallel, cfg.MaxScopes = version, e.log, *baseline, *parallel, *maxScopes
