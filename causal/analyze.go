@@ -390,6 +390,19 @@ func NewAnalyzer(db Querier, cfg Config) (*Analyzer, error) {
 // Config returns the analyzer's configuration.
 func (a *Analyzer) Config() Config { return a.cfg }
 
+// WithEntityAlpha returns a copy of a whose sweeps test entity breaches
+// and scope scans at alpha instead of Config.EntityAlpha (the scheduled
+// detector's level: incident.LifecycleConfig.EntityAlpha). It panics
+// unless 0 < alpha < 1.
+func (a *Analyzer) WithEntityAlpha(alpha float64) *Analyzer {
+	if !(alpha > 0 && alpha < 1) {
+		panic(fmt.Sprintf("causal: entity alpha %v outside (0,1)", alpha))
+	}
+	c := *a
+	c.cfg.EntityAlpha = alpha
+	return &c
+}
+
 // Request is one question: the SLO (its scope selects the requests), the
 // window, and optionally the baseline to compare with.
 type Request struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -31,6 +32,13 @@ func TestLifecycleConfigValidate(t *testing.T) {
 	bad.ResolveAfter, bad.Window = 0, 0
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "resolve after") {
 		t.Errorf("invalid config accepted: %v", err)
+	}
+	for _, alpha := range []float64{-0.1, 1, math.NaN()} {
+		bad := DefaultLifecycleConfig()
+		bad.EntityAlpha = alpha
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "entity alpha") {
+			t.Errorf("entity alpha %v accepted: %v", alpha, err)
+		}
 	}
 }
 
@@ -648,5 +656,63 @@ func TestLifecycleConfirm(t *testing.T) {
 	}
 	if len(l.confirming) != 0 {
 		t.Errorf("breaches still counted after the incident resolved: %v", l.confirming)
+	}
+}
+
+// The detector tests entity breaches at its own level (EntityAlpha), not
+// the analyzer's: one slow pod among 16 (p ~1e-13 over the 8 minutes
+// judged) opens an incident at the analyzer's level and at the default
+// detector level, and none at a level below its evidence.
+func TestLifecycleEntityAlpha(t *testing.T) {
+	st := chstoretest.Fresh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40,
+		Faults: []causaltest.Fault{{Kind: "degraded", Host: 5, GPU: 0, From: 20 * time.Minute, Factor: 1.6}}}
+	if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	db := causal.StoreDB(st)
+	a, err := causal.NewAnalyzer(db, causal.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := causaltest.PodName(5, 0)
+	for _, tc := range []struct {
+		alpha float64
+		open  bool
+	}{{0, true}, {DefaultLifecycleConfig().EntityAlpha, true}, {1e-30, false}} {
+		cfg := LifecycleConfig{Window: 8 * time.Minute, Interval: time.Minute, ResolveAfter: 2, UpdateAfter: 1, EntityAlpha: tc.alpha}
+		lc, err := NewLifecycle(a, db, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := lc.an.Config().EntityAlpha; tc.alpha > 0 && got != tc.alpha {
+			t.Errorf("alpha %g: the lifecycle's analyzer tests at %g", tc.alpha, got)
+		}
+		trs, err := lc.Evaluate(ctx, causal.SLO{Scope: llama}, causaltest.Start.Add(30*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opened []string
+		for _, tr := range trs {
+			if tr.Kind == TransitionOpen {
+				b := tr.Analysis.Incident.Breach
+				opened = append(opened, b.Level+" "+b.Entity.Pod)
+			}
+		}
+		want := []string(nil)
+		if tc.open {
+			want = []string{causal.LevelEngine + " " + pod}
+		}
+		if strings.Join(opened, ",") != strings.Join(want, ",") {
+			t.Errorf("alpha %g: opened %q, want %q", tc.alpha, opened, want)
+		}
+		if err := st.Conn().Exec(ctx, "TRUNCATE TABLE incidents"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Config().EntityAlpha != causal.DefaultConfig().EntityAlpha {
+		t.Errorf("NewLifecycle changed the analyzer it was given: alpha %g", a.Config().EntityAlpha)
 	}
 }
