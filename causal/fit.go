@@ -823,7 +823,16 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		if in/inN < 3*out/outN {
 			return false
 		}
-		return !r.othersExposed(in/inN, out/outN, math.Max(c.exp.bExp-inB, 0), allNb-inNb) && !r.othersLevelRose(c, es)
+		winRate := out / outN
+		if rate, ok, known := r.othersWhileExposed(c, es); known {
+			if !ok {
+				// The others served (almost) nothing while es was
+				// exposed: nothing shows the mechanism on them.
+				return !r.othersLevelRose(c, es)
+			}
+			winRate = rate
+		}
+		return !r.othersExposed(in/inN, winRate, math.Max(c.exp.bExp-inB, 0), allNb-inNb) && !r.othersLevelRose(c, es)
 	}
 	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when
@@ -904,6 +913,90 @@ func (r *run) othersExposed(inRate, winRate, baseExp, baseN float64) bool {
 	}
 	baseRate := baseExp / baseN
 	return winRate >= OthersExposedRise*baseRate && winRate-baseRate >= OthersExposedMin && winRate >= OthersExposedOfEntity*inRate
+}
+
+// othersWhileExposed is the exposure rate of the scope's other entities
+// (not es) while es's requests were exposed: each window minute's rate
+// among the others' requests, weighted by es's exposed requests in that
+// minute. A mechanism that turned on across the scope exposes the others
+// when it exposes the entity; a peer's exposure at another time is its
+// own load's (fresh tuning seeds 8707 and 8726, no earlier data: a pod
+// given all of its model's traffic, queue.saturation; its one peer, whose
+// requests above the load's P95 came before the fault, 12% and 5% of its
+// window against 2.5% and 1.5% of its baseline, made the queue the
+// model's). ok is false when fewer than MinEntityRows of the others'
+// requests fall in minutes where es was exposed, or those minutes carry
+// under half of es's exposed requests: the others served too little then
+// to show the mechanism on them. known is false without an exposure
+// predicate or when the query fails (the window's rates decide);
+// memoized per cause and entity set.
+func (r *run) othersWhileExposed(c *causeRun, es []*entityStats) (rate float64, ok, known bool) {
+	if r.base == nil || c.exposed == "" || len(es) == 0 {
+		return 0, false, false
+	}
+	var on []string
+	for _, e := range es {
+		switch c.kind {
+		case kindEngine:
+			on = append(on, r.onEngineSQL(e))
+		case kindGPU:
+			on = append(on, "gpu = "+dag.QuoteString(e.key))
+		default:
+			return 0, false, false
+		}
+	}
+	key := "while\x00" + c.node.Name + "\x00" + strings.Join(on, "\x00")
+	if v, hit := r.concurrent[key]; hit {
+		return v.rate, v.ok, v.known
+	}
+	in := "(" + strings.Join(on, " OR ") + ")"
+	vs, err := r.byMinute("others while exposed", fmt.Sprintf("toFloat64(countIf(%[1]s AND %[2]s)), toFloat64(countIf(NOT %[1]s)), toFloat64(countIf(NOT %[1]s AND %[2]s))", in, c.exposed), r.winWhere())
+	res := concurrentRate{}
+	if err != nil {
+		r.note("others' exposure while %s was exposed: %v", c.node.Name, err)
+	} else {
+		ms := make([]minuteOthers, 0, len(vs))
+		for _, v := range vs {
+			if v[0] >= 0 {
+				ms = append(ms, minuteOthers{own: v[1], others: v[2], othersExposed: v[3]})
+			}
+		}
+		res.rate, res.ok = othersRateWhileExposed(ms, float64(max(r.cfg.MinEntityRows, 1)))
+		res.known = true
+	}
+	if r.concurrent == nil {
+		r.concurrent = map[string]concurrentRate{}
+	}
+	r.concurrent[key] = res
+	return res.rate, res.ok, res.known
+}
+
+// concurrentRate memoizes othersWhileExposed.
+type concurrentRate struct {
+	rate      float64
+	ok, known bool
+}
+
+// minuteOthers is one window minute of othersWhileExposed: the entity's
+// exposed requests, the others' requests and the others' exposed ones.
+type minuteOthers struct{ own, others, othersExposed float64 }
+
+// othersRateWhileExposed is othersWhileExposed's arithmetic.
+func othersRateWhileExposed(ms []minuteOthers, minRows float64) (rate float64, ok bool) {
+	var w, wCovered, rows, weighted float64
+	for _, m := range ms {
+		w += m.own
+		if m.own <= 0 || m.others <= 0 {
+			continue
+		}
+		wCovered += m.own
+		rows += m.others
+		weighted += m.own * m.othersExposed / m.others
+	}
+	if w <= 0 || rows < minRows || wCovered < w/2 {
+		return 0, false
+	}
+	return weighted / wCovered, true
 }
 
 // othersLevelRose reports whether the level a threshold exposure reads

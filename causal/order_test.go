@@ -401,6 +401,32 @@ func TestOthersExposed(t *testing.T) {
 	}
 }
 
+// othersRateWhileExposed: the others' exposure is read in the minutes the
+// entity was exposed, weighted by its exposed requests there; a peer that
+// served nothing then tells nothing.
+func TestOthersRateWhileExposed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ms   []minuteOthers
+		rate float64
+		ok   bool
+	}{
+		{"the others exposed alike, at the same time", []minuteOthers{{own: 10, others: 100, othersExposed: 40}, {own: 30, others: 100, othersExposed: 60}}, 0.55, true},
+		// Fresh tuning seed 8707: the peer's exposure came before the
+		// fault; while the pod was exposed the peer had no request.
+		{"the peer exposed before, idle while the entity was", []minuteOthers{{own: 0, others: 100, othersExposed: 12}, {own: 0, others: 100, othersExposed: 13}, {own: 80, others: 0}, {own: 90, others: 0}}, 0, false},
+		{"the peer's few requests in under half of the exposure", []minuteOthers{{own: 10, others: 60, othersExposed: 6}, {own: 90, others: 0}}, 0, false},
+		{"too few of the others' requests", []minuteOthers{{own: 50, others: 10, othersExposed: 5}}, 0, false},
+		{"exposed minutes unweighted by quiet ones", []minuteOthers{{own: 50, others: 100, othersExposed: 10}, {own: 0, others: 100, othersExposed: 90}}, 0.1, true},
+		{"the entity never exposed", []minuteOthers{{own: 0, others: 100, othersExposed: 10}}, 0, false},
+	} {
+		rate, ok := othersRateWhileExposed(tc.ms, 50)
+		if ok != tc.ok || math.Abs(rate-tc.rate) > 1e-12 {
+			t.Errorf("%s: rate %v ok %v, want %v %v", tc.name, rate, ok, tc.rate, tc.ok)
+		}
+	}
+}
+
 // judgeDemand: a queue on an engine among peers needs QueueDemandRise
 // (×1.5) more arrivals to be demand, since a router may steer traffic to
 // it; an engine that serves the whole scope is judged as the scope is

@@ -57,11 +57,12 @@ type run struct {
 	degraded      []*causeRun
 
 	// Memos.
-	spans    []float64              // arrivalSpans: window, baseline seconds
-	mediated map[string]bool        // mediates
-	prompts  map[string]promptShift // promptShiftOn, by entity
-	qseries  *qseries               // quantileSeries
-	gofit    goFits                 // the fits' columns and sums in Go (colfit.go)
+	spans      []float64                 // arrivalSpans: window, baseline seconds
+	mediated   map[string]bool           // mediates
+	concurrent map[string]concurrentRate // othersWhileExposed
+	prompts    map[string]promptShift    // promptShiftOn, by entity
+	qseries    *qseries                  // quantileSeries
+	gofit      goFits                    // the fits' columns and sums in Go (colfit.go)
 
 	notes   []string
 	queries int
