@@ -934,16 +934,9 @@ func (r *run) othersWhileExposed(c *causeRun, es []*entityStats) (rate float64, 
 	if r.base == nil || c.exposed == "" || len(es) == 0 {
 		return 0, false, false
 	}
-	var on []string
-	for _, e := range es {
-		switch c.kind {
-		case kindEngine:
-			on = append(on, r.onEngineSQL(e))
-		case kindGPU:
-			on = append(on, "gpu = "+dag.QuoteString(e.key))
-		default:
-			return 0, false, false
-		}
+	on, ok := r.onEntitiesSQL(c, es)
+	if !ok {
+		return 0, false, false
 	}
 	key := "while\x00" + c.node.Name + "\x00" + strings.Join(on, "\x00")
 	if v, hit := r.concurrent[key]; hit {
@@ -969,6 +962,22 @@ func (r *run) othersWhileExposed(c *causeRun, es []*entityStats) (rate float64, 
 	}
 	r.concurrent[key] = res
 	return res.rate, res.ok, res.known
+}
+
+// onEntitiesSQL is one SQL predicate per entity of es (engines or GPUs,
+// by c's kind) selecting its requests; not ok for another kind.
+func (r *run) onEntitiesSQL(c *causeRun, es []*entityStats) (on []string, ok bool) {
+	for _, e := range es {
+		switch c.kind {
+		case kindEngine:
+			on = append(on, r.onEngineSQL(e))
+		case kindGPU:
+			on = append(on, "gpu = "+dag.QuoteString(e.key))
+		default:
+			return nil, false
+		}
+	}
+	return on, true
 }
 
 // concurrentRate memoizes othersWhileExposed.
@@ -1020,16 +1029,9 @@ func (r *run) othersLevelRose(c *causeRun, es []*entityStats) bool {
 	if c.node.Expr == "toFloat64("+c.node.Exposed+")" {
 		return false // an indicator: its mean is the exposure rate othersExposed reads
 	}
-	var on []string
-	for _, e := range es {
-		switch c.kind {
-		case kindEngine:
-			on = append(on, r.onEngineSQL(e))
-		case kindGPU:
-			on = append(on, "gpu = "+dag.QuoteString(e.key))
-		default:
-			return false
-		}
+	on, ok := r.onEntitiesSQL(c, es)
+	if !ok {
+		return false
 	}
 	key := "level\x00" + c.node.Name + "\x00" + strings.Join(on, "\x00")
 	if v, ok := r.mediated[key]; ok {
