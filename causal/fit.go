@@ -934,8 +934,8 @@ func (r *run) othersWhileExposed(c *causeRun, es []*entityStats) (rate float64, 
 	if r.base == nil || c.exposed == "" || len(es) == 0 {
 		return 0, false, false
 	}
-	on, ok := r.onEntitiesSQL(c, es)
-	if !ok {
+	on, kinds := r.onEntitiesSQL(c, es)
+	if !kinds {
 		return 0, false, false
 	}
 	key := "while\x00" + c.node.Name + "\x00" + strings.Join(on, "\x00")

@@ -14,6 +14,7 @@ import (
 	"github.com/tailcause/tailcause/causal"
 	"github.com/tailcause/tailcause/causal/causaltest"
 	"github.com/tailcause/tailcause/causal/dag"
+	"github.com/tailcause/tailcause/internal/chstore"
 	"github.com/tailcause/tailcause/internal/chstore/chstoretest"
 	"github.com/tailcause/tailcause/schemas"
 )
@@ -42,22 +43,11 @@ func TestLifecycleConfigValidate(t *testing.T) {
 	}
 }
 
-// TestLifecycle replays an hour and ten minutes in the scheduled mode: a KV
-// fault on one engine (20–32 min), overlapped and then replaced by a
-// thermal throttle on two GPUs of other hosts (28–45 min). Incidents open
-// for the breaches (the scope against its SLO, engines against their
-// peers), name the KV engine first and the throttle later, and every one
-// resolves after the faults end; a restarted lifecycle continues the open
-// incidents instead of opening new ones.
-func TestLifecycle(t *testing.T) {
+// scenarioStore inserts scenario s into a fresh store and returns the
+// store, its causal.DB and an analyzer with the default configuration.
+func scenarioStore(ctx context.Context, t *testing.T, s causaltest.Scenario) (*chstore.Store, causal.DB, *causal.Analyzer) {
+	t.Helper()
 	st := chstoretest.Fresh(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	s := causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: 70 * time.Minute, Faults: []causaltest.Fault{
-		{Kind: "kv", Host: 1, GPU: 1, From: 20 * time.Minute, To: 32 * time.Minute},
-		{Kind: "thermal", Host: 2, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
-		{Kind: "thermal", Host: 3, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
-	}}
 	if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +56,24 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, db, a
+}
+
+// TestLifecycle replays an hour and ten minutes in the scheduled mode: a KV
+// fault on one engine (20–32 min), overlapped and then replaced by a
+// thermal throttle on two GPUs of other hosts (28–45 min). Incidents open
+// for the breaches (the scope against its SLO, engines against their
+// peers), name the KV engine first and the throttle later, and every one
+// resolves after the faults end; a restarted lifecycle continues the open
+// incidents instead of opening new ones.
+func TestLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, db, a := scenarioStore(ctx, t, causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: 70 * time.Minute, Faults: []causaltest.Fault{
+		{Kind: "kv", Host: 1, GPU: 1, From: 20 * time.Minute, To: 32 * time.Minute},
+		{Kind: "thermal", Host: 2, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
+		{Kind: "thermal", Host: 3, GPU: 0, From: 28 * time.Minute, To: 45 * time.Minute, Factor: 0},
+	}})
 	cfg := LifecycleConfig{Window: 8 * time.Minute, Interval: 2 * time.Minute, ResolveAfter: 3, UpdateAfter: 1}
 	lc, err := NewLifecycle(a, db, cfg)
 	if err != nil {
@@ -154,16 +162,9 @@ func TestLifecycle(t *testing.T) {
 // No fault: the scheduled mode over an hour of a healthy fleet opens
 // nothing and stores nothing.
 func TestLifecycleNoFault(t *testing.T) {
-	st := chstoretest.Fresh(t)
 	ctx := context.Background()
-	if _, err := causaltest.Insert(ctx, st.Conn(), causaltest.Scenario{Seed: 4, Start: causaltest.Start, Duration: time.Hour}, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	a, err := causal.NewAnalyzer(causal.StoreDB(st), causal.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := NewLifecycle(a, causal.StoreDB(st), LifecycleConfig{Window: 10 * time.Minute, Interval: 5 * time.Minute, ResolveAfter: 2})
+	_, db, a := scenarioStore(ctx, t, causaltest.Scenario{Seed: 4, Start: causaltest.Start, Duration: time.Hour})
+	lc, err := NewLifecycle(a, db, LifecycleConfig{Window: 10 * time.Minute, Interval: 5 * time.Minute, ResolveAfter: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestLifecycleNoFault(t *testing.T) {
 			t.Errorf("at %v: %s %+v %+v", at, tr.Kind, tr.Analysis.Incident.Breach, tr.Analysis.Incident.Culprits)
 		}
 	}
-	recs, err := Load(ctx, causal.StoreDB(st), "")
+	recs, err := Load(ctx, db, "")
 	if err != nil || len(recs) != 0 {
 		t.Errorf("%d incidents stored (%v)", len(recs), err)
 	}
@@ -664,19 +665,10 @@ func TestLifecycleConfirm(t *testing.T) {
 // judged) opens an incident at the analyzer's level and at the default
 // detector level, and none at a level below its evidence.
 func TestLifecycleEntityAlpha(t *testing.T) {
-	st := chstoretest.Fresh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40,
-		Faults: []causaltest.Fault{{Kind: "degraded", Host: 5, GPU: 0, From: 20 * time.Minute, Factor: 1.6}}}
-	if _, err := causaltest.Insert(ctx, st.Conn(), s, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	db := causal.StoreDB(st)
-	a, err := causal.NewAnalyzer(db, causal.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db, a := scenarioStore(ctx, t, causaltest.Scenario{Seed: 11, Start: causaltest.Start, Duration: time.Hour, Hosts: 8, GPUs: 2, RatePerS: 40,
+		Faults: []causaltest.Fault{{Kind: "degraded", Host: 5, GPU: 0, From: 20 * time.Minute, Factor: 1.6}}})
 	pod := causaltest.PodName(5, 0)
 	for _, tc := range []struct {
 		alpha float64
