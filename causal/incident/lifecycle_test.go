@@ -41,6 +41,13 @@ func TestLifecycleConfigValidate(t *testing.T) {
 			t.Errorf("entity alpha %v accepted: %v", alpha, err)
 		}
 	}
+	for _, m := range []float64{-1, 0.5, math.NaN(), math.Inf(1)} {
+		bad := DefaultLifecycleConfig()
+		bad.UpdateMargin = m
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "update margin") {
+			t.Errorf("update margin %v accepted: %v", m, err)
+		}
+	}
 }
 
 // scenarioStore inserts scenario s into a fresh store and returns the
@@ -184,22 +191,30 @@ func TestLifecycleNoFault(t *testing.T) {
 }
 
 func TestTopChanged(t *testing.T) {
-	c := func(cause causal.Cause, gpu string) causal.Culprit {
-		return causal.Culprit{Cause: cause, Entity: causal.Entity{GPU: gpu}}
+	c := func(cause causal.Cause, gpu string, af float64) causal.Culprit {
+		return causal.Culprit{Cause: cause, Entity: causal.Entity{GPU: gpu}, AttributableFraction: af}
 	}
 	in := func(cs ...causal.Culprit) causal.Incident { return causal.Incident{Culprits: cs} }
+	th, kv, q := schemas.CauseThermalThrottle, schemas.CauseKVPreemption, schemas.CauseQueueSaturation
 	for _, tc := range []struct {
+		name     string
 		old, cur causal.Incident
+		margin   float64
 		want     bool
 	}{
-		{in(c(schemas.CauseThermalThrottle, "a"), c(schemas.CauseThermalThrottle, "b")), in(c(schemas.CauseThermalThrottle, "b"), c(schemas.CauseThermalThrottle, "a")), false},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseThermalThrottle, "b")), true},
-		{in(c(schemas.CauseThermalThrottle, "a")), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(), in(c(schemas.CauseKVPreemption, "")), true},
-		{in(c(schemas.CauseKVPreemption, "")), in(), false},
+		{"one cause, its entities flip", in(c(th, "a", .5), c(th, "b", .4)), in(c(th, "b", .5), c(th, "a", .1)), 1, false},
+		{"one cause, another entity", in(c(th, "a", .5)), in(c(th, "b", .5)), 1.5, true},
+		{"another cause, the standing one gone", in(c(th, "a", .5)), in(c(kv, "", .5)), 1.5, true},
+		{"nothing standing", in(), in(c(kv, "", .5)), 1, true},
+		{"no culprit now", in(c(kv, "", .5)), in(), 1, false},
+		{"another cause, the standing one within the margin", in(c(kv, "a", .5)), in(c(q, "", .75), c(kv, "a", .51)), 1.5, false},
+		{"another cause, the standing one at the margin", in(c(kv, "a", .5)), in(c(q, "", .75), c(kv, "a", .5)), 1.5, false},
+		{"another cause, the standing one below the margin", in(c(kv, "a", .5)), in(c(q, "", .75), c(kv, "a", .49)), 1.5, true},
+		{"another cause, no margin", in(c(kv, "a", .5)), in(c(q, "", .45), c(kv, "a", .44)), 1, true},
+		{"another cause, the standing one's entity is another", in(c(kv, "a", .5)), in(c(q, "", .45), c(kv, "b", .44)), 1.5, true},
 	} {
-		if got := topChanged(tc.old, tc.cur); got != tc.want {
-			t.Errorf("topChanged(%v, %v) = %v", causal.TopCulprit(tc.old), causal.TopCulprit(tc.cur), got)
+		if got := topChanged(tc.old, tc.cur, tc.margin); got != tc.want {
+			t.Errorf("%s: topChanged(%v, %v, %v) = %v", tc.name, causal.TopCulprit(tc.old), causal.TopCulprit(tc.cur), tc.margin, got)
 		}
 	}
 }
@@ -233,6 +248,51 @@ func TestLifecycleHysteresis(t *testing.T) {
 	want := []string{TransitionOpen, "", "", "", "", "", TransitionUpdate, ""}
 	if strings.Join(kinds, ",") != strings.Join(want, ",") {
 		t.Errorf("transitions %q, want %q: alternating culprits never re-page, one that holds twice does", kinds, want)
+	}
+}
+
+// UpdateMargin: an incident keeps its top culprit while it explains at
+// least 1/UpdateMargin of what the new top explains, however long the new
+// one holds; once it falls below, the new top is written after
+// UpdateAfter evaluations.
+func TestLifecycleUpdateMargin(t *testing.T) {
+	kv := causal.Culprit{Cause: schemas.CauseKVPreemption, Entity: causal.Entity{Host: "h1", Pod: "p1", Engine: "0", Model: "llama"}}
+	miss := causal.Culprit{Cause: schemas.CausePrefixMiss, Entity: causal.Entity{Model: "llama"}}
+	doc := func(top, second causal.Culprit, topAF, secondAF float64) *causal.Analysis {
+		top.AttributableFraction, second.AttributableFraction = topAF, secondAF
+		return &causal.Analysis{Incident: causal.Incident{IncidentID: "inc-m", Status: causal.StatusFiring, SLO: causal.SLO{Signal: "e2e_latency", Quantile: 0.99, Scope: llama},
+			Window: window(0, time.Minute), Method: causal.Method{Estimator: causal.Estimator, DAG: "default@1", Version: "test"}, Culprits: []causal.Culprit{top, second}}}
+	}
+	for _, tc := range []struct {
+		margin float64
+		want   string
+	}{
+		{1.5, "open,-,-,-,-,update"},
+		{1, "open,-,update,-,-,-"},
+	} {
+		l := &Lifecycle{store: &memIncidents{}, cfg: LifecycleConfig{UpdateAfter: 2, UpdateMargin: tc.margin}, log: slog.New(slog.DiscardHandler), open: map[string]*openIncident{}}
+		var kinds []string
+		for i, an := range []*causal.Analysis{
+			doc(kv, miss, .5, .3),
+			doc(miss, kv, .45, .4), // within the margin: the pod's KV stands
+			doc(miss, kv, .45, .35),
+			doc(miss, kv, .5, .34),
+			doc(miss, kv, .6, .3), // below it: the model's misses, held twice
+			doc(miss, kv, .6, .3),
+		} {
+			tr, err := l.apply(context.Background(), "k", an, causaltest.Start.Add(time.Duration(i)*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := tr.Kind
+			if k == "" {
+				k = "-"
+			}
+			kinds = append(kinds, k)
+		}
+		if got := strings.Join(kinds, ","); got != tc.want {
+			t.Errorf("margin %v: transitions %s, want %s", tc.margin, got, tc.want)
+		}
 	}
 }
 

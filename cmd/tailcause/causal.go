@@ -38,6 +38,7 @@ func cmdCausal(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&lcfg.ConfirmAfter, "confirm-after", lcfg.ConfirmAfter, "open an incident once its breach has been found in this many evaluations in a row (1: at once)")
 	fs.IntVar(&lcfg.ResolveAfter, "resolve-after", lcfg.ResolveAfter, "resolve an incident after this many evaluations in a row without its breach (too few requests keeps the state)")
 	fs.IntVar(&lcfg.UpdateAfter, "update-after", lcfg.UpdateAfter, "write a new top culprit once it has held for this many evaluations in a row")
+	fs.Float64Var(&lcfg.UpdateMargin, "update-margin", lcfg.UpdateMargin, "keep the incident's top culprit while it explains at least 1/this of what the new top explains (attributable fraction; 1: replace it on any change that holds)")
 	fs.Float64Var(&lcfg.EntityAlpha, "entity-alpha", lcfg.EntityAlpha, "false-alarm rate of each evaluation's entity breaches and scope scans (one rank question's is 0.01: the detector asks again every --interval; 0: that one)")
 	fs.Var(&scopes, "scope", "k=v[,k=v]: one scope to watch (repeatable: one scope each); default: one per --scope-by value seen recently")
 	scopeBy := fs.String("scope-by", "model", "column whose values become scopes when no --scope is given")

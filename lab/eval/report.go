@@ -212,13 +212,15 @@ func reportBlock(w io.Writer, set string, q Question, rs []Run) {
 }
 
 func reportDetector(w io.Writer, set string, rs []Run) {
-	var n, top1, top3, none, falseOpen int
+	var n, top1, top3, none, falseOpen, changed, changedRuns int
 	var days float64
 	var delays []float64
 	for _, r := range rs {
 		d := r.Detector
 		days += d.WindowDays
 		falseOpen += d.FalseOpened
+		changed += len(d.Changed)
+		changedRuns += b2i(len(d.Changed) > 0)
 		if !r.Scored() {
 			continue
 		}
@@ -239,4 +241,5 @@ func reportDetector(w io.Writer, set string, rs []Run) {
 	fmt.Fprintf(w, "\n== %s set (%s), the scheduled detector replayed over the healthy-before runs\n", set, seedRange(rs))
 	fmt.Fprintf(w, "first incident after onset: top-1 %s, top-3 %s; no incident in %d; median delay from onset %s; incidents opened before onset or on fault-free runs: %d in %.3f simulated days\n",
 		rate(top1, n), rate(top3, n), none, med, falseOpen, days)
+	fmt.Fprintf(w, "top culprit changed in an open incident (a page naming another culprit): %d times in %d runs\n", changed, changedRuns)
 }

@@ -219,13 +219,16 @@ type DetectorRun struct {
 	// First is the first incident opened at or after the fault's onset,
 	// scored; incidents opened before it (or on a fault-free run) are
 	// false.
-	FirstAt      time.Time `json:"first_at,omitzero"`
-	FirstTop     string    `json:"first_top,omitempty"`
-	Hit          Hit       `json:"hit"`
-	DelayS       float64   `json:"delay_s,omitempty"` // from the fault's onset to the first incident
-	FalseOpened  int       `json:"false_opened"`
-	WindowDays   float64   `json:"window_days"`
-	DetectSecond float64   `json:"seconds"`
+	FirstAt     time.Time `json:"first_at,omitzero"`
+	FirstTop    string    `json:"first_top,omitempty"`
+	Hit         Hit       `json:"hit"`
+	DelayS      float64   `json:"delay_s,omitempty"` // from the fault's onset to the first incident
+	FalseOpened int       `json:"false_opened"`
+	// Changed lists every new top culprit an open incident was updated to
+	// ("time scope top-culprit"): each a page naming another culprit.
+	Changed      []string `json:"changed,omitempty"`
+	WindowDays   float64  `json:"window_days"`
+	DetectSecond float64  `json:"seconds"`
 }
 
 // CulpritString names a culprit as "cause@entity".
@@ -664,12 +667,17 @@ func replayDetector(ctx context.Context, st *chstore.Store, ccfg causal.Config, 
 			return nil, err
 		}
 		for _, tr := range lc.Round(ctx, slos, now) {
-			if tr.Kind != incident.TransitionOpen {
+			if tr.Kind != incident.TransitionOpen && tr.Kind != incident.TransitionUpdate {
 				continue
 			}
 			in := tr.Record.Incident
 			top := causal.TopCulprit(in)
-			d.Opened = append(d.Opened, fmt.Sprintf("%s %s %s", now.UTC().Format("15:04:05"), causal.ScopeString(in.SLO.Scope), orNone(top)))
+			line := fmt.Sprintf("%s %s %s", now.UTC().Format("15:04:05"), causal.ScopeString(in.SLO.Scope), orNone(top))
+			if tr.Kind == incident.TransitionUpdate {
+				d.Changed = append(d.Changed, line)
+				continue
+			}
+			d.Opened = append(d.Opened, line)
 			if onset.IsZero() || now.Before(onset) {
 				d.FalseOpened++
 				continue
