@@ -953,6 +953,7 @@ func scanEntities(set []*screened, ts [2]float64) {
 
 // scanOnce is one threshold's scan (scanEntities).
 func scanOnce(set []*screened) {
+	rates := ratesBefore(set)
 	for i, e := range set {
 		best, bestEx := 1.0, 0.0
 		var from, to int
@@ -962,42 +963,29 @@ func scanOnce(set []*screened) {
 			var ke, ne float64
 			peerK := make([]float64, len(set))
 			peerN := make([]float64, len(set))
-			ownBefore, peersBefore := past(set, i, lo)
+			like := likePeers(rates[lo], i)
+			likeBefore, likeOK := ratioBefore(set, like, i, lo)
+			ownBefore, peersBefore := past(set, nil, i, lo)
 			for hi := lo; hi < scanBuckets; hi++ {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
-				var pk, pn float64
-				var peers []stats.EntityCounts
 				for j, o := range set {
-					if j == i {
-						continue
-					}
-					peerK[j] += o.buckets[hi].k
-					peerN[j] += o.buckets[hi].n
-					pk += peerK[j]
-					pn += peerN[j]
-					if peerN[j] > 0 {
-						peers = append(peers, stats.EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
+					if j != i {
+						peerK[j] += o.buckets[hi].k
+						peerN[j] += o.buckets[hi].n
 					}
 				}
 				if ne < 20 || ke < 5 {
 					continue
 				}
 				tests++
+				pk, pn, peers := peerSums(set, i, nil, peerK, peerN)
 				// Against the peers in the same stretch, and worse than it
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
 				// breach).
-				if before, ok := ratioBefore(set, i, lo); len(peers) >= 2 && pn > 0 && ok {
-					// The yardstick is the peers' rate there times the
-					// entity's own ratio to them before (at least 1): an
-					// entity that was always behind must fall further
-					// behind, significantly, to count.
-					prior := stats.MomentsPrior(peers, minCVConc)
+				if before, ok := ratioBefore(set, nil, i, lo); len(peers) >= 2 && pn > 0 && ok {
 					rate := (pk + 0.5) / (pn + 1)
-					f := math.Max(before, 1)
-					mu := math.Min(prior.Mean()*f, 0.5)
-					conc := prior.Alpha + prior.Beta
 					// Its own rate must rise too: a pod always behind (23
 					// tail requests of 737 before, its peers 22 of 2,946)
 					// looked three times further behind when its peers
@@ -1007,6 +995,21 @@ func scanOnce(set []*screened) {
 					if ke/ne >= 2*rate*before && ke/ne >= 2*(ownBefore.k+0.5)/(ownBefore.n+1) {
 						switch {
 						case ke/ne >= 3*rate:
+							// The yardstick is the like peers' rate there
+							// (likePeers) times the entity's own ratio to
+							// them before (at least 1): an entity that was
+							// always behind must fall further behind,
+							// significantly, to count.
+							yk, yn, ys, yBefore := pk, pn, peers, before
+							if lk, ln, ls := peerSums(set, i, like, peerK, peerN); len(ls) >= 2 && ln > 0 && likeOK {
+								yk, yn, ys, yBefore = lk, ln, ls, likeBefore
+							}
+							prior := stats.MomentsPrior(ys, minCVConc)
+							mu := math.Min(prior.Mean()*math.Max(yBefore, 1), 0.5)
+							conc := prior.Alpha + prior.Beta
+							if ke/ne < 2*(yk+0.5)/(yn+1)*yBefore {
+								break // no change against the like peers
+							}
 							if p := betaBinomialSF(ke, ne, mu*conc, (1-mu)*conc); p < best {
 								best, from, to, why, bestEx = p, lo, hi, "peers", ke-ne*mu
 							}
@@ -1296,19 +1299,23 @@ func (a *Analyzer) discoverScopes(ctx context.Context, req SweepRequest, res *Sw
 // (the earlier buckets and the preceding baseline); ok is false without
 // 100 earlier requests: nothing then shows a change, and the stretch is
 // not judged against the peers.
-func ratioBefore(set []*screened, i, lo int) (float64, bool) {
-	own, peers := past(set, i, lo)
+func ratioBefore(set []*screened, in []bool, i, lo int) (float64, bool) {
+	own, peers := past(set, in, i, lo)
 	if own.n < 100 || peers.n == 0 {
 		return 0, false
 	}
 	return ((own.k + 0.5) / (own.n + 1)) / ((peers.k + 0.5) / (peers.n + 1)), true
 }
 
-// past sums entity i's counts, and its peers', before bucket lo: the
-// preceding baseline and the earlier buckets.
-func past(set []*screened, i, lo int) (own, peers bucketCounts) {
+// past sums entity i's counts, and those of its peers in (every other
+// entity when in is nil), before bucket lo: the preceding baseline and the
+// earlier buckets.
+func past(set []*screened, in []bool, i, lo int) (own, peers bucketCounts) {
 	add := func(dst *bucketCounts, c bucketCounts) { dst.n, dst.k = dst.n+c.n, dst.k+c.k }
 	for j, o := range set {
+		if in != nil && !in[j] {
+			continue
+		}
 		dst := &peers
 		if j == i {
 			dst = &own
@@ -1320,6 +1327,85 @@ func past(set []*screened, i, lo int) (own, peers bucketCounts) {
 	}
 	return own, peers
 }
+
+// peerSums returns the tail requests and requests of entity i's peers in
+// (every other entity when in is nil) over a stretch, from each entity's
+// counts there, and the peers with requests as EntityCounts.
+func peerSums(set []*screened, i int, in []bool, peerK, peerN []float64) (pk, pn float64, peers []stats.EntityCounts) {
+	for j, o := range set {
+		if j == i || in != nil && !in[j] {
+			continue
+		}
+		pk += peerK[j]
+		pn += peerN[j]
+		if peerN[j] > 0 {
+			peers = append(peers, stats.EntityCounts{Key: o.key, Tail: peerK[j], N: peerN[j]})
+		}
+	}
+	return pk, pn, peers
+}
+
+// likePeers returns the peers whose yardstick entity i's stretches from
+// a bucket are judged by, in the peers test (at least 3 times the peers'
+// rate), given every entity's tail rate before that bucket (the preceding
+// baseline and the earlier buckets: ratesBefore): its like peers, those
+// whose rate was within a factor likePeerFactor of its own, when there are
+// at least two; else all of them. A model served by two-GPU and one-GPU
+// engines (or by two GPU generations) has two tail rates, several times
+// apart, all day long. Judged against the mixture's spread, a one-GPU pod
+// whose tail rate rose fivefold over its like peers looked like one more
+// draw from it (tuning seed 8756: a prefix-cache fault on one pod of 13,
+// not found over the whole run). Whether the stretch is 3 times the peers'
+// rate, and the own-past test, still count every peer: a pod faster than
+// its peers that turns slower than all of them is a change its few like
+// peers may not show (tuning seed 8769). Each rate is shrunk toward the
+// others' by likePeerPseudo tail requests at their rate, and an entity
+// with fewer than 100 requests before is like every other (nothing says
+// otherwise).
+func likePeers(rates []float64, i int) []bool {
+	in := make([]bool, len(rates))
+	like := 0
+	for j := range rates {
+		ratio := rates[j] / rates[i]
+		in[j] = j == i || math.IsNaN(ratio) || (ratio <= likePeerFactor && ratio >= 1/likePeerFactor)
+		if j != i && in[j] {
+			like++
+		}
+	}
+	if like < 2 {
+		for j := range in {
+			in[j] = true
+		}
+	}
+	return in
+}
+
+// ratesBefore returns, for each first bucket lo of a stretch, each
+// entity's tail rate before lo as likePeers compares them (NaN: fewer than
+// 100 requests before).
+func ratesBefore(set []*screened) [][]float64 {
+	out := make([][]float64, scanBuckets)
+	for lo := range out {
+		out[lo] = make([]float64, len(set))
+		for j := range set {
+			own, others := past(set, nil, j, lo)
+			out[lo][j] = math.NaN()
+			if own.n >= 100 && others.k > 0 {
+				r := others.k / others.n
+				out[lo][j] = (own.k + likePeerPseudo) / (own.n + likePeerPseudo/r)
+			}
+		}
+	}
+	return out
+}
+
+// likePeerFactor is how far apart two entities' tail rates before a
+// stretch may be for them to be like peers (likePeers); likePeerPseudo the
+// tail requests that shrink a rate toward the others'.
+const (
+	likePeerFactor float64 = 2
+	likePeerPseudo float64 = 5
+)
 
 // bucketBounds is the time span of buckets [from, to] of e's window (equal
 // cuts of the window, as readBuckets makes them).

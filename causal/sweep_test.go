@@ -3,6 +3,7 @@ package causal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -626,5 +627,57 @@ func TestSweepMinEntityExcess(t *testing.T) {
 	}
 	if doc := res.Answer()[0]; doc.Incident.Status == StatusFiring {
 		t.Errorf("answer %s, want ok", doc.Incident.Status)
+	}
+}
+
+// The time scan judges a stretch against the entity's like peers: a model
+// served by engines of two kinds (two-GPU ones with a tail rate of 0.3%,
+// one-GPU ones at 1.5%, as tuning seed 8756) whose one-GPU pod's rate rose
+// fivefold for three of ten buckets. Against all twelve peers, the
+// mixture's spread hid it (p 1e-4, above the corrected level); against its
+// six like peers it is plain. Without two like peers, the scan keeps every
+// peer.
+func TestScanLikePeers(t *testing.T) {
+	ent := func(name string, rate float64, fault bool) *screened {
+		e := &screened{kind: LevelEngine, key: name, ent: Entity{Pod: name}, tested: true}
+		for b := range scanBuckets {
+			n := 350.0
+			k := math.Round(n * rate)
+			if fault && b >= 6 && b <= 8 {
+				k = math.Round(n * 5 * rate)
+			}
+			e.buckets = append(e.buckets, bucketCounts{n: n, k: k})
+		}
+		return e
+	}
+	var set []*screened
+	for i := range 6 {
+		set = append(set, ent(fmt.Sprintf("fast-%d", i), 0.002+0.0003*float64(i), false))
+	}
+	for i := range 6 {
+		set = append(set, ent(fmt.Sprintf("slow-%d", i), 0.012+0.001*float64(i), false))
+	}
+	faulty := ent("slow-faulty", 0.014, true)
+	set = append(set, faulty)
+	scanOnce(set)
+	t.Logf("the faulty pod: %s p %.3g", faulty.scanWhy, faulty.scanP)
+	if level := 0.01 / float64(2*scanTests) / float64(len(set)); faulty.scanWhy != "peers" || faulty.scanP > level {
+		t.Errorf("the faulty pod: %q p %.3g, want peers at p <= %.3g", faulty.scanWhy, faulty.scanP, level)
+	}
+	if faulty.scanLo != 6 || faulty.scanHi != 8 {
+		t.Errorf("the faulty pod's stretch: buckets %d-%d, want 6-8", faulty.scanLo, faulty.scanHi)
+	}
+	for _, e := range set[:12] {
+		if e.scanWhy != "" && e.scanP < 1e-3 {
+			t.Errorf("%s: %s p %.3g: a healthy pod stands out", e.key, e.scanWhy, e.scanP)
+		}
+	}
+
+	rates := []float64{0.01, 0.011, 0.012, 0.003, math.NaN()}
+	if got := likePeers(rates, 0); !slices.Equal(got, []bool{true, true, true, false, true}) {
+		t.Errorf("likePeers: %v, want the two alike and the one not known", got)
+	}
+	if got := likePeers(rates, 3); !slices.Equal(got, []bool{true, true, true, true, true}) {
+		t.Errorf("likePeers without two like peers: %v, want every one", got)
 	}
 }
