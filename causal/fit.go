@@ -823,16 +823,17 @@ func (r *run) localize(c *causeRun) (splits []*causeRun) {
 		if in/inN < 3*out/outN {
 			return false
 		}
-		winRate := out / outN
-		if rate, ok, known := r.othersWhileExposed(c, es); known {
-			if !ok {
-				// The others served (almost) nothing while es was
-				// exposed: nothing shows the mechanism on them.
-				return !r.othersLevelRose(c, es)
-			}
-			winRate = rate
+		// Whether the others' exposure shows the mechanism on them: read
+		// while es was exposed when it can be; when the others served
+		// (almost) nothing then, nothing shows it.
+		shown := false
+		baseExp, baseN := math.Max(c.exp.bExp-inB, 0), allNb-inNb
+		if rate, ok, known := r.othersWhileExposed(c, es); !known {
+			shown = r.othersExposed(in/inN, out/outN, baseExp, baseN)
+		} else if ok {
+			shown = r.othersExposed(in/inN, rate, baseExp, baseN)
 		}
-		return !r.othersExposed(in/inN, winRate, math.Max(c.exp.bExp-inB, 0), allNb-inNb) && !r.othersLevelRose(c, es)
+		return !shown && !r.othersLevelRose(c, es)
 	}
 	// The engine a focused analysis is about (the sweep found it breached
 	// against its peers) needs only SplitShare of the affected tail when

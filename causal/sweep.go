@@ -966,6 +966,7 @@ func scanOnce(set []*screened) {
 			like := likePeers(rates[lo], i)
 			likeBefore, likeOK := ratioBefore(set, like, i, lo)
 			ownBefore, peersBefore := past(set, nil, i, lo)
+			before, beforeOK := ratioBefore(set, nil, i, lo)
 			for hi := lo; hi < scanBuckets; hi++ {
 				ke += e.buckets[hi].k
 				ne += e.buckets[hi].n
@@ -984,7 +985,7 @@ func scanOnce(set []*screened) {
 				// was against them before (a change: an engine on slower
 				// hardware is always behind its peers, and that is not a
 				// breach).
-				if before, ok := ratioBefore(set, nil, i, lo); len(peers) >= 2 && pn > 0 && ok {
+				if len(peers) >= 2 && pn > 0 && beforeOK {
 					rate := (pk + 0.5) / (pn + 1)
 					// Its own rate must rise too: a pod always behind (23
 					// tail requests of 737 before, its peers 22 of 2,946)
